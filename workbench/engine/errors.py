@@ -1,0 +1,33 @@
+"""One exception family for everything a user can get wrong (as TVM has ``ScheduleError``)."""
+
+from __future__ import annotations
+
+__all__ = ["WorkbenchError", "LayoutError", "GraphError", "LoopError", "BuildError", "SessionError", "TuneError"]
+
+
+class WorkbenchError(Exception):
+    """A user-facing error: the message says what was wrong; nothing was changed."""
+
+
+class GraphError(WorkbenchError):
+    """An unknown tensor or op, or an op whose inputs do not fit together."""
+
+
+class LayoutError(WorkbenchError):
+    """A layout primitive with arguments that do not fit the tensor's current layout."""
+
+
+class LoopError(WorkbenchError):
+    """A loop primitive that TVM refuses, or that names an unknown loop or block."""
+
+
+class BuildError(WorkbenchError):
+    """A kernel that fails to build or run."""
+
+
+class SessionError(WorkbenchError):
+    """A malformed session file or action."""
+
+
+class TuneError(WorkbenchError):
+    """A tuning job that cannot start or failed."""

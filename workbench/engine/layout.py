@@ -1,0 +1,651 @@
+"""ALT layout primitives (paper section 4.1): a tensor's layout is the sequence of primitives
+applied to it. From the sequence come the stored shape, the map from logical to stored
+indices (``forward``) and back (``inverse``, with the conditions under which a stored
+element holds data rather than padding).
+
+The index maps are written once with ``//``, ``%``, ``+`` and ``*``, so the same code runs on
+Python ints, NumPy index arrays (ahead-of-time weight conversion, reference checks) and TVM
+``PrimExpr`` (lowering). Nothing here is mutated: every primitive returns a new ``Layout``.
+
+>>> lay = Layout.identity((1, 64, 56, 56), "NCHW")
+>>> lay.apply("split", dim=1, factors=[4, 16]).apply("reorder", perm=[0, 1, 3, 4, 2])
+Layout(N C.o H W C.i, shape=(1, 4, 56, 56, 16))
+>>> lay.apply("split", dim=1, factors=[3, 16])
+Traceback (most recent call last):
+...
+workbench.engine.errors.LayoutError: split factors [3, 16] multiply to 48 but dim 1 (C) has 64; use a first factor of 4, or -1 to infer it
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+import numpy as np
+import tvm
+
+from .errors import LayoutError
+
+__all__ = ["Window", "Prim", "Layout", "PRIMITIVES", "ADVANCED", "INVERSES"]
+
+#: Layout primitives and their argument names (part of the session file format).
+PRIMITIVES: dict[str, tuple[str, ...]] = {
+    "split": ("dim", "factors"),
+    "reorder": ("perm",),
+    "fuse": ("dims",),
+    "unfold": ("dim", "tile", "stride"),
+    "fold": ("dim",),
+    "pad": ("dim", "before", "after"),
+    "unpad": ("dim",),
+    "store_at": ("into", "dim"),
+    "decouple_at": ("dim",),
+}
+#: Primitives that change the data (duplicate it, add zeros, or mix tensors): a complex
+#: operator does not write such a layout itself, a conversion does (ALT Algorithm 1, line 1).
+ADVANCED = frozenset({"unfold", "pad", "store_at"})
+#: inverse primitive -> the primitive it undoes
+INVERSES = {"fold": "unfold", "unpad": "pad", "decouple_at": "store_at"}
+
+
+########## Index arithmetic on ints, NumPy arrays and TVM expressions ##########
+
+def _is_expr(*xs: Any) -> bool:
+    return any(isinstance(x, tvm.ir.base.Node) for x in xs)
+
+
+def _min(a: Any, b: Any) -> Any:
+    if _is_expr(a, b):
+        return tvm.tirx.min(a, b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.minimum(a, b)
+    return min(a, b)
+
+
+def all_of(conds: Sequence[Any]) -> Any:
+    """Conjunction of conditions, for whichever kind of index they are built from."""
+    if not conds:
+        return True
+    if _is_expr(*conds):
+        return tvm.tirx.all(*conds)
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A sliding-window access ``stride * i + offset`` with ``offset`` in ``[lo, lo + size)``
+    and ``i`` in ``[0, count)``: what ALT's Eq. 1 needs to send each output tile to one
+    contiguous input tile of an unfolded dimension."""
+
+    i: Any
+    stride: int
+    offset: Any
+    lo: int
+    size: int
+    count: int
+
+    def shifted(self, by: int) -> "Window":
+        return replace(self, offset=self.offset + by, lo=self.lo + by)
+
+
+########## Transforms: one per primitive, over the current dims ##########
+
+@dataclass(frozen=True, slots=True)
+class _Dim:
+    """What a current dim is: its name, and its history for inverses and windows."""
+
+    name: str
+    origin: int | None  # logical dim it still indexes one-to-one (pads allowed), else None
+    hist: tuple = ()  # ("pad", before, after) / ("unfold", uid, part, D, S, B, T) / ("slot", tensor)
+
+
+class _Transform:
+    def fwd(self, idx: list, win: dict[int, Window]) -> tuple[list, dict[int, Window]]:
+        raise NotImplementedError
+
+    def inv(self, idx: list) -> tuple[list, list]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Split(_Transform):
+    dim: int
+    factors: tuple[int, ...]
+    extent: int
+
+    def fwd(self, idx, win):
+        x, out, inner = idx[self.dim], [], math.prod(self.factors)
+        for k, f in enumerate(self.factors):
+            inner //= f
+            q = x // inner if inner > 1 else x
+            out.append(q % f if k else q)
+        return idx[: self.dim] + out + idx[self.dim + 1:], _drop_win(win, self.dim, len(self.factors))
+
+    def inv(self, idx):
+        n = len(self.factors)
+        parts, x = idx[self.dim: self.dim + n], 0
+        for p, f in zip(parts, self.factors):
+            x = x * f + p
+        conds = [x < self.extent] if math.prod(self.factors) != self.extent else []
+        return idx[: self.dim] + [x] + idx[self.dim + n:], conds
+
+
+@dataclass(frozen=True)
+class _Reorder(_Transform):
+    perm: tuple[int, ...]
+
+    def fwd(self, idx, win):
+        where = {old: new for new, old in enumerate(self.perm)}
+        return [idx[p] for p in self.perm], {where[d]: w for d, w in win.items()}
+
+    def inv(self, idx):
+        out = [None] * len(idx)
+        for new, old in enumerate(self.perm):
+            out[old] = idx[new]
+        return out, []
+
+
+@dataclass(frozen=True)
+class _Fuse(_Transform):
+    first: int
+    extents: tuple[int, ...]
+
+    def fwd(self, idx, win):
+        n, x = len(self.extents), 0
+        for p, e in zip(idx[self.first: self.first + n], self.extents):
+            x = x * e + p
+        return idx[: self.first] + [x] + idx[self.first + n:], _drop_win(win, self.first, 1, n)
+
+    def inv(self, idx):
+        x, parts = idx[self.first], []
+        for e in reversed(self.extents):
+            parts.append(x % e)
+            x = x // e
+        return idx[: self.first] + parts[::-1] + idx[self.first + 1:], []
+
+
+@dataclass(frozen=True)
+class _Unfold(_Transform):
+    dim: int
+    extent: int
+    tile: int
+    stride: int
+    tiles: int
+
+    def _canonical(self, x):
+        t = _min(x // self.stride, self.tiles - 1)
+        return t, x - t * self.stride
+
+    def fwd(self, idx, win):
+        w = win.get(self.dim)
+        t = r = None
+        if w is not None and w.lo >= 0:
+            q = (self.tile - (w.lo + w.size)) // w.stride + 1  # output positions per input tile
+            if q >= 1 and q * w.stride == self.stride and (w.count - 1) // q < self.tiles:
+                t = w.i // q if q > 1 else w.i
+                r = w.stride * (w.i % q if q > 1 else 0) + w.offset
+        if t is None:
+            t, r = self._canonical(idx[self.dim])
+        return idx[: self.dim] + [t, r] + idx[self.dim + 1:], _drop_win(win, self.dim, 2)
+
+    def inv(self, idx):
+        x = idx[self.dim] * self.stride + idx[self.dim + 1]
+        conds = [x < self.extent] if (self.tiles - 1) * self.stride + self.tile > self.extent else []
+        return idx[: self.dim] + [x] + idx[self.dim + 2:], conds
+
+
+@dataclass(frozen=True)
+class _Fold(_Transform):
+    dim: int
+    unfold: _Unfold
+
+    def fwd(self, idx, win):
+        x = idx[self.dim] * self.unfold.stride + idx[self.dim + 1]
+        return idx[: self.dim] + [x] + idx[self.dim + 2:], _drop_win(win, self.dim, 1, 2)
+
+    def inv(self, idx):
+        t, r = self.unfold._canonical(idx[self.dim])
+        return idx[: self.dim] + [t, r] + idx[self.dim + 1:], []
+
+
+@dataclass(frozen=True)
+class _Shift(_Transform):
+    """pad (shift > 0 grows the dim) and unpad (crops it back)."""
+
+    dim: int
+    before: int
+    extent: int  # extent of the data inside the new dim
+    padded: bool
+
+    def fwd(self, idx, win):
+        d, b = self.dim, self.before if self.padded else -self.before
+        win = {k: (w.shifted(b) if k == d else w) for k, w in win.items()}
+        return idx[:d] + [idx[d] + b] + idx[d + 1:], win
+
+    def inv(self, idx):
+        d = self.dim
+        if not self.padded:
+            return idx[:d] + [idx[d] + self.before] + idx[d + 1:], []
+        y = idx[d] - self.before
+        conds = ([y >= 0] if self.before else []) + [y < self.extent]
+        return idx[:d] + [y] + idx[d + 1:], conds
+
+
+@dataclass(frozen=True)
+class _Slot(_Transform):
+    """store_at's host side: one extra slot at the end of ``dim`` holds another tensor."""
+
+    dim: int
+    extent: int
+
+    def fwd(self, idx, win):
+        return idx, win
+
+    def inv(self, idx):
+        return idx, [idx[self.dim] < self.extent]
+
+
+def _drop_win(win: dict[int, Window], at: int, new: int, old: int = 1) -> dict[int, Window]:
+    """Windows after dims ``at .. at+old`` were replaced by ``new`` dims (theirs are lost)."""
+    out = {}
+    for d, w in win.items():
+        if d < at:
+            out[d] = w
+        elif d >= at + old:
+            out[d + new - old] = w
+    return out
+
+
+########## Layout ##########
+
+@dataclass(frozen=True, slots=True)
+class Prim:
+    """One recorded primitive, hashable: ``Prim("split", (("dim", 1), ("factors", (4, 16))))``."""
+
+    name: str
+    args: tuple[tuple[str, Any], ...]
+
+    @staticmethod
+    def make(name: str, **args: Any) -> "Prim":
+        return Prim(name, tuple((k, _freeze(v)) for k, v in args.items()))
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.args}
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(f'{k}={v}' for k, v in self.kwargs.items())})"
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A tensor's storage layout: its logical shape and the primitives applied to it."""
+
+    logical: tuple[int, ...]
+    names: tuple[str, ...]
+    prims: tuple[Prim, ...] = ()
+    # derived: the stored dims and one transform per primitive
+    dims: tuple[_Dim, ...] = field(default=(), compare=False, repr=False)
+    transforms: tuple[_Transform, ...] = field(default=(), compare=False, repr=False)
+    shape: tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+    @staticmethod
+    def identity(shape: Sequence[int], names: str | Sequence[str] | None = None) -> "Layout":
+        """The layout a tensor has before any primitive: stored exactly as it is indexed."""
+        shape = tuple(int(s) for s in shape)
+        if names is None:
+            names = [f"d{i}" for i in range(len(shape))]
+        names = tuple(names)
+        if len(names) != len(shape):
+            raise LayoutError(f"{len(names)} dim names for a rank-{len(shape)} tensor")
+        dims = tuple(_Dim(n, i) for i, n in enumerate(names))
+        return Layout(shape, names, (), dims, (), shape)
+
+    @staticmethod
+    def build(shape: Sequence[int], names: str | Sequence[str] | None, prims: Sequence[Prim]) -> "Layout":
+        lay = Layout.identity(shape, names)
+        for p in prims:
+            lay = lay.apply(p.name, **p.kwargs)
+        return lay
+
+    ########## properties ##########
+    @property
+    def is_identity(self) -> bool:
+        return not self.prims
+
+    @property
+    def advanced(self) -> bool:
+        """True when the layout changes data (duplication, zeros, another tensor's slots)."""
+        return any(p.name in ADVANCED for p in self.prims) or any(
+            isinstance(t, _Split) and math.prod(t.factors) != t.extent for t in self.transforms)
+
+    @property
+    def label(self) -> str:
+        return " ".join(d.name for d in self.dims)
+
+    def __repr__(self) -> str:
+        return f"Layout({self.label}, shape={self.shape})"
+
+    ########## index maps ##########
+    def forward(self, idx: Sequence[Any], windows: dict[int, Window] | None = None) -> list:
+        """Stored index of the element at logical index ``idx``."""
+        return self.forward_from(0, list(idx), windows)
+
+    def forward_from(self, start: int, idx: list, windows: dict[int, Window] | None = None) -> list:
+        win = dict(windows or {})
+        for t in self.transforms[start:]:
+            idx, win = t.fwd(idx, win)
+        return idx
+
+    def inverse(self, idx: Sequence[Any]) -> tuple[list, list]:
+        """Logical index held at stored index ``idx``, and the conditions for it to be data
+        (where they fail, the stored element is padding and holds zero)."""
+        idx, conds = list(idx), []
+        for t in reversed(self.transforms):
+            idx, c = t.inv(idx)
+            conds += c
+        return idx, conds
+
+    def to_stored(self, logical: np.ndarray) -> np.ndarray:
+        """Convert an array in logical layout to its stored layout (ahead of time, NumPy)."""
+        if self.is_identity:
+            return logical
+        grid = list(np.indices(self.shape, dtype=np.int64))
+        src, conds = self.inverse(grid)
+        valid = all_of(conds) if conds else np.ones(self.shape, bool)
+        src = [np.clip(s, 0, n - 1) for s, n in zip(src, self.logical)]
+        return np.where(valid, logical[tuple(src)], 0).astype(logical.dtype)
+
+    def from_stored(self, stored: np.ndarray) -> np.ndarray:
+        """Read an array in stored layout back into the logical layout."""
+        if self.is_identity:
+            return stored
+        grid = list(np.indices(self.logical, dtype=np.int64))
+        return stored[tuple(self.forward(grid))]
+
+    ########## primitives ##########
+    def apply(self, name: str, **args: Any) -> "Layout":
+        """Apply one primitive; a bad argument raises ``LayoutError`` and changes nothing."""
+        if name not in PRIMITIVES:
+            raise LayoutError(f"unknown layout primitive {name!r}; known: {', '.join(PRIMITIVES)}")
+        want = set(PRIMITIVES[name])
+        if name == "pad":
+            args.setdefault("before", 0)
+            args.setdefault("after", 0)
+        missing, extra = want - set(args), set(args) - want
+        if missing or extra:
+            raise LayoutError(f"{name} takes arguments {sorted(want)}; "
+                              + (f"missing {sorted(missing)}" if missing else f"unexpected {sorted(extra)}"))
+        if name == "store_at":
+            raise LayoutError("store_at involves two tensors: apply it through LayoutBook")
+        prims = self.prims + (Prim.make(name, **args),)
+        dims, t = getattr(self, f"_{name}")(**args)
+        new = Layout(self.logical, self.names, prims, tuple(dims), self.transforms + (t,),
+                     self.shape if t is None else _shape(dims, self.shape, t))
+        return new._cancel()
+
+    def _cancel(self) -> "Layout":
+        """An inverse right after its primitive undoes it: drop both, leaving a clean record."""
+        if len(self.prims) >= 2:
+            last, prev = self.prims[-1], self.prims[-2]
+            if INVERSES.get(last.name) == prev.name and last.kwargs["dim"] == prev.kwargs["dim"]:
+                return Layout.build(self.logical, self.names, self.prims[:-2])
+        return self
+
+    def _dim(self, dim: Any, what: str = "dim") -> int:
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise LayoutError(f"{what} must be an integer, got {dim!r}")
+        if not 0 <= dim < len(self.shape):
+            raise LayoutError(f"{what} {dim} out of range: layout {self.label} has {len(self.shape)} dims")
+        return int(dim)
+
+    def _desc(self, d: int) -> str:
+        return f"dim {d} ({self.dims[d].name})"
+
+    def _split(self, dim, factors):
+        d = self._dim(dim)
+        n = self.shape[d]
+        if not isinstance(factors, (list, tuple)) or len(factors) < 2:
+            raise LayoutError(f"split needs a list of at least 2 factors, got {factors!r}")
+        if any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or (f <= 0 and f != -1) for f in factors):
+            raise LayoutError(f"split factors must be positive integers (one may be -1), got {list(factors)}")
+        if list(factors).count(-1) > 1:
+            raise LayoutError("split factors may infer at most one factor with -1")
+        if -1 in factors:
+            k = list(factors).index(-1)
+            known = math.prod(f for f in factors if f != -1)
+            factors = [(-(-n // known) if i == k else f) for i, f in enumerate(factors)]
+        factors, prod = tuple(int(f) for f in factors), math.prod(factors)
+        inner = prod // factors[0]
+        if prod < n or (prod > n and factors[0] != -(-n // inner)):
+            raise LayoutError(f"split factors {list(factors)} multiply to {prod} but {self._desc(d)} has {n}; "
+                              f"use a first factor of {-(-n // inner)}, or -1 to infer it")
+        base = self.dims[d].name
+        names = [f"{base}.o", f"{base}.i"] if len(factors) == 2 else [f"{base}.{k}" for k in range(len(factors))]
+        new = [_Dim(nm, None) for nm in names]
+        return self.dims[:d] + tuple(new) + self.dims[d + 1:], _Split(d, factors, n)
+
+    def _reorder(self, perm):
+        rank = len(self.shape)
+        if not isinstance(perm, (list, tuple)) or sorted(perm) != list(range(rank)):
+            raise LayoutError(f"reorder perm {perm!r} is not a permutation of 0..{rank - 1}")
+        perm = tuple(int(p) for p in perm)
+        return tuple(self.dims[p] for p in perm), _Reorder(perm)
+
+    def _fuse(self, dims):
+        if not isinstance(dims, (list, tuple)) or len(dims) < 2:
+            raise LayoutError(f"fuse needs at least 2 dims, got {dims!r}")
+        ds = [self._dim(x) for x in dims]
+        if ds != list(range(ds[0], ds[0] + len(ds))):
+            raise LayoutError(f"fuse dims {list(dims)} are not adjacent and in order")
+        exts = tuple(self.shape[x] for x in ds)
+        name = "*".join(self.dims[x].name for x in ds)
+        return self.dims[: ds[0]] + (_Dim(name, None),) + self.dims[ds[-1] + 1:], _Fuse(ds[0], exts)
+
+    def _unfold(self, dim, tile, stride):
+        d = self._dim(dim)
+        n = self.shape[d]
+        for v, w in ((tile, "tile"), (stride, "stride")):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+                raise LayoutError(f"unfold {w} must be a positive integer, got {v!r}")
+        if tile > n:
+            raise LayoutError(f"unfold tile {tile} is larger than {self._desc(d)} = {n}")
+        if stride > tile:
+            raise LayoutError(f"unfold stride {stride} > tile {tile} would skip elements of {self._desc(d)}")
+        tiles = -(-(n - tile) // stride) + 1
+        uid = len(self.prims)
+        base = self.dims[d]
+        t = _Unfold(d, n, int(tile), int(stride), tiles)
+        new = (_Dim(f"{base.name}.t", None, base.hist + (("unfold", uid, 0, t),)),
+               _Dim(f"{base.name}.w", None, base.hist + (("unfold", uid, 1, t),)))
+        return self.dims[:d] + new + self.dims[d + 1:], t
+
+    def _fold(self, dim):
+        d = self._dim(dim)
+        if d + 1 >= len(self.dims):
+            raise LayoutError(f"fold dim {d}: no unfolded pair starts there in {self.label}")
+        a, b = self.dims[d].hist[-1:], self.dims[d + 1].hist[-1:]
+        if not (a and b and a[0][0] == b[0][0] == "unfold" and a[0][1] == b[0][1] and (a[0][2], b[0][2]) == (0, 1)):
+            raise LayoutError(f"fold dim {d}: dims {d},{d + 1} of {self.label} are not the tile and window "
+                              f"dims of one unfold")
+        unf = a[0][3]
+        old = self.dims[d]
+        name = old.name[:-2] if old.name.endswith(".t") else old.name
+        return self.dims[:d] + (_Dim(name, None, old.hist[:-1]),) + self.dims[d + 2:], _Fold(d, unf)
+
+    def _pad(self, dim, before, after):
+        d = self._dim(dim)
+        for v, w in ((before, "before"), (after, "after")):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+                raise LayoutError(f"pad {w} must be a non-negative integer, got {v!r}")
+        if before == after == 0:
+            raise LayoutError(f"pad of {self._desc(d)} by 0 and 0 does nothing")
+        old = self.dims[d]
+        new = _Dim(old.name, old.origin, old.hist + (("pad", int(before), int(after), self.shape[d]),))
+        return (self.dims[:d] + (new,) + self.dims[d + 1:],
+                _Shift(d, int(before), self.shape[d], True))
+
+    def _unpad(self, dim):
+        d = self._dim(dim)
+        h = self.dims[d].hist[-1:]
+        if not h or h[0][0] != "pad":
+            raise LayoutError(f"unpad {self._desc(d)}: its last change was not a pad")
+        _, before, _, extent = h[0]
+        old = self.dims[d]
+        return (self.dims[:d] + (_Dim(old.name, old.origin, old.hist[:-1]),) + self.dims[d + 1:],
+                _Shift(d, before, extent, False))
+
+    def _decouple_at(self, dim):
+        raise LayoutError("decouple_at involves two tensors: apply it through LayoutBook")
+
+    def with_slot(self, dim: int, tensor: str) -> "Layout":
+        """Host side of store_at: ``dim`` grows by one slot that holds ``tensor``."""
+        d = self._dim(dim)
+        old = self.dims[d]
+        dims = self.dims[:d] + (_Dim(old.name, old.origin, old.hist + (("slot", tensor),)),) + self.dims[d + 1:]
+        t = _Slot(d, self.shape[d])
+        prims = self.prims + (Prim.make("store_at", into=f"<{tensor}>", dim=d),)
+        return Layout(self.logical, self.names, prims, dims, self.transforms + (t,), _shape(dims, self.shape, t))
+
+    def without_last(self) -> "Layout":
+        return Layout.build(self.logical, self.names, self.prims[:-1]) if self.prims else self
+
+
+def _shape(dims, old: tuple[int, ...], t: _Transform) -> tuple[int, ...]:
+    """Stored shape after transform ``t``."""
+    if isinstance(t, _Split):
+        return old[: t.dim] + t.factors + old[t.dim + 1:]
+    if isinstance(t, _Reorder):
+        return tuple(old[p] for p in t.perm)
+    if isinstance(t, _Fuse):
+        n = len(t.extents)
+        return old[: t.first] + (math.prod(t.extents),) + old[t.first + n:]
+    if isinstance(t, _Unfold):
+        return old[: t.dim] + (t.tiles, t.tile) + old[t.dim + 1:]
+    if isinstance(t, _Fold):
+        return old[: t.dim] + (t.unfold.extent,) + old[t.dim + 2:]
+    if isinstance(t, _Shift):
+        if t.padded:
+            after = dims[t.dim].hist[-1][2]
+            return old[: t.dim] + (old[t.dim] + t.before + after,) + old[t.dim + 1:]
+        return old[: t.dim] + (t.extent,) + old[t.dim + 1:]
+    if isinstance(t, _Slot):
+        return old[: t.dim] + (old[t.dim] + 1,) + old[t.dim + 1:]
+    raise TypeError(t)
+
+
+########## LayoutBook: the layouts of all tensors, with store_at between them ##########
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """``tensor`` lives in the slot that store_at added to dim ``dim`` of ``host``."""
+
+    tensor: str
+    host: str
+    dim: int
+    at: int  # index of the slot transform in the host's layout
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutBook:
+    """Requested layouts by tensor name (missing = identity) and store_at attachments."""
+
+    layouts: tuple[tuple[str, Layout], ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+
+    def get(self, name: str) -> Layout | None:
+        return dict(self.layouts).get(name)
+
+    def attachment(self, name: str) -> Attachment | None:
+        return next((a for a in self.attachments if a.tensor == name), None)
+
+    def with_layout(self, name: str, layout: Layout) -> "LayoutBook":
+        items = dict(self.layouts)
+        if layout.is_identity:
+            items.pop(name, None)
+        else:
+            items[name] = layout
+        return replace(self, layouts=tuple(sorted(items.items())))
+
+    def apply(self, name: str, base: Layout, prim: str, args: dict[str, Any],
+              host_base: Layout | None = None) -> "LayoutBook":
+        """Apply primitive ``prim`` to tensor ``name`` whose identity layout is ``base``.
+
+        ``host_base`` is the identity layout of ``args["into"]`` for store_at."""
+        if self.attachment(name) and prim != "decouple_at":
+            raise LayoutError(f"{name} is stored inside {self.attachment(name).host} (store_at); "
+                              f"decouple_at first")
+        current = self.get(name) or base
+        if prim == "store_at":
+            return self._store_at(name, current, args, host_base)
+        if prim == "decouple_at":
+            return self._decouple_at(name, args)
+        return self.with_layout(name, current.apply(prim, **args))
+
+    def _store_at(self, name: str, current: Layout, args: dict[str, Any], host_base: Layout | None) -> "LayoutBook":
+        if set(args) != {"into", "dim"}:
+            raise LayoutError(f"store_at takes arguments ['dim', 'into'], got {sorted(args)}")
+        into, dim = args["into"], args["dim"]
+        if host_base is None:
+            raise LayoutError(f"store_at into unknown tensor {into!r}")
+        if into == name:
+            raise LayoutError(f"store_at: {name} cannot be stored into itself")
+        if not current.is_identity:
+            raise LayoutError(f"store_at: {name} already has layout primitives; store_at must come first")
+        if self.attachment(into):
+            raise LayoutError(f"store_at: {into} is itself stored inside {self.attachment(into).host}")
+        host = self.get(into) or host_base
+        d = host._dim(dim)
+        rest = host.shape[:d] + host.shape[d + 1:]
+        if tuple(current.shape) != rest[: len(current.shape)]:
+            raise LayoutError(f"store_at: {name} has shape {current.shape} but {into} without dim {d} "
+                              f"({host.dims[d].name}) starts with {rest[: len(current.shape)]}")
+        new_host = host.with_slot(d, name)
+        book = self.with_layout(into, new_host)
+        att = Attachment(name, into, d, len(new_host.transforms) - 1)
+        return replace(book, attachments=self.attachments + (att,))
+
+    def _decouple_at(self, name: str, args: dict[str, Any]) -> "LayoutBook":
+        if set(args) != {"dim"}:
+            raise LayoutError(f"decouple_at takes arguments ['dim'], got {sorted(args)}")
+        att = self.attachment(name) or next(
+            (a for a in self.attachments if a.host == name and a.dim == args["dim"]), None)
+        if att is None:
+            raise LayoutError(f"decouple_at: nothing is stored at dim {args['dim']} of {name}")
+        if att.dim != args["dim"]:
+            raise LayoutError(f"decouple_at: {att.tensor} is stored at dim {att.dim} of {att.host}, "
+                              f"not dim {args['dim']}")
+        host = self.get(att.host)
+        if len(host.transforms) - 1 != att.at:
+            raise LayoutError(f"decouple_at: {att.host} has primitives after the store_at of {att.tensor}; "
+                              f"undo them first")
+        book = self.with_layout(att.host, host.without_last())
+        return replace(book, attachments=tuple(a for a in self.attachments if a is not att))
+
+    def forward(self, name: str, base: Layout, idx: Sequence[Any], windows: dict[int, Window] | None = None) -> list:
+        """Stored index of ``name``'s element ``idx`` (in its host's buffer when attached)."""
+        att = self.attachment(name)
+        if att is None:
+            return (self.get(name) or base).forward(idx, windows)
+        host = self.get(att.host)
+        at_shape = Layout.build(host.logical, host.names, host.prims[: att.at]).shape
+        full, it = [], iter(idx)
+        for d, n in enumerate(at_shape):
+            full.append(n if d == att.dim else next(it, 0))
+        return host.forward_from(att.at, full)
+
+    def storage(self, name: str) -> str:
+        """The buffer that holds ``name`` (its host's when attached)."""
+        att = self.attachment(name)
+        return att.host if att else name

@@ -1,0 +1,100 @@
+"""Lowering a plan to TVM (ALT section 6): one TE PrimFunc per kernel.
+
+Each op's loops are rebuilt over the *stored* shape of the buffer it writes: the stored index
+is mapped back to the logical one (``layout.inverse``), the operator's logical definition is
+evaluated there, and every input is read at its stored position (``layout.forward``, with the
+op's sliding windows so an unfolded input is read tile by tile). Stored elements that are
+padding get zero (or, inside a reduction, the reduction is masked). Constants are converted
+ahead of time with NumPy, never at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import te
+
+from .layout import all_of
+from .propagate import Kernel, Plan, base_layout
+
+__all__ = ["lower_kernel", "lower", "stored_constants"]
+
+
+def _guard(value: Any, conds: list) -> Any:
+    """``value`` where ``conds`` hold, else zero; a reduction keeps its top-level form."""
+    if not conds:
+        return value
+    cond = all_of(conds)
+    if isinstance(value, tvm.tirx.Reduce):
+        return tvm.tirx.Reduce(value.combiner, value.source, value.axis,
+                               all_of([value.condition, cond]), value.value_index, value.init)
+    return tvm.tirx.if_then_else(cond, value, tvm.tirx.const(0, "float32"))
+
+
+def _reader(plan: Plan, tensor: str, buffer: str, ten: te.Tensor):
+    att = plan.book.attachment(tensor)
+    if att is not None and buffer == plan.book.storage(tensor):
+        base = base_layout(plan.graph, tensor)
+        return lambda idx, win=None: ten[tuple(plan.book.forward(tensor, base, list(idx)))]
+    lay = plan.buffers[buffer].layout
+    return lambda idx, win=None: ten[tuple(lay.forward(list(idx), win))]
+
+
+def _stored_compute(lay, body):
+    """The op's loops over the stored shape: back to logical indices, evaluate, mask padding."""
+    def fcompute(*stored):
+        logical, conds = lay.inverse(list(stored))
+        return _guard(body(logical), conds)
+
+    return fcompute
+
+
+def _name(buffer: str) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in buffer)
+
+
+def lower_kernel(plan: Plan, kernel: Kernel) -> tvm.tirx.PrimFunc:
+    """The kernel as a PrimFunc whose parameters are its input then output buffers."""
+    g = plan.graph
+    tensors: dict[str, te.Tensor] = {
+        b: te.placeholder(plan.buffers[b].layout.shape, name=_name(b)) for b in kernel.inputs}
+    steps = ([(kernel.conversion.dst, "layout_transform", [kernel.conversion.tensor], {}, [kernel.conversion.src])]
+             if kernel.conversion else
+             [(plan.writes[op], g.node(op).type, list(g.node(op).inputs), g.node(op).kwargs,
+               [plan.reads[(op, t)] for t in g.node(op).inputs]) for op in kernel.ops])
+    from .ops import OPS
+
+    for out_buf, type_, ins, attrs, bufs in steps:
+        readers = [_reader(plan, t, b, tensors[b]) for t, b in zip(ins, bufs)]
+        shapes = [g.tensors[t].shape for t in ins]
+        tensor = plan.buffers[out_buf].tensor
+        body = OPS[type_].compute(readers, shapes, attrs, g.tensors[tensor].shape)
+        lay = plan.buffers[out_buf].layout
+
+        tensors[out_buf] = te.compute(lay.shape, _stored_compute(lay, body),
+                                      name=_name(tensor if kernel.ops else kernel.name))
+    params = [tensors[b] for b in kernel.inputs] + [tensors[b] for b in kernel.outputs]
+    return te.create_prim_func(params).with_attr("global_symbol", kernel.name)
+
+
+def lower(plan: Plan) -> dict[str, tvm.tirx.PrimFunc]:
+    """Every kernel of the plan, in execution order."""
+    return {k.name: lower_kernel(plan, k) for k in plan.kernels}
+
+
+def stored_constants(plan: Plan, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Constant buffers in their stored layouts (converted ahead of time, with store_at slots)."""
+    out = {}
+    for b in plan.buffers.values():
+        if b.source == "const":
+            out[b.name] = b.layout.to_stored(values[b.tensor])
+    for att in plan.book.attachments:
+        if att.host not in out or att.tensor not in values:
+            continue
+        val = values[att.tensor]
+        grid = list(np.indices(val.shape, dtype=np.int64))
+        pos = plan.book.forward(att.tensor, base_layout(plan.graph, att.tensor), grid)
+        out[att.host][tuple(np.broadcast_to(p, val.shape) for p in pos)] = val
+    return out

@@ -1,0 +1,468 @@
+"""The operator library: for each operator a TE definition written over *logical* indices,
+its kind, an exact FLOP count and a NumPy/PyTorch reference.
+
+Operators never see layouts. ``compute(readers, shapes, attrs, out_shape)`` returns the
+function from an output's logical index to its value; it reads each input through a
+``reader(idx, windows)`` that lowering builds from the input's layout (ALT section 6: the
+access is rewritten, the operator is not). Sliding-window reads pass ``windows`` so an
+unfolded input is read tile by tile (the paper's Eq. 1).
+
+Kinds: ``complex`` ops get their own layouts tuned (ALT's C1D, C2D, DEP, GRP, DIL, C3D, GMM,
+T2D, T3D); ``elementwise`` ops (``Y[i] = F(X[i], ...)``, same shape as their first input) take
+layouts by propagation; ``other`` ops are simple ops that propagation stops at.
+
+FLOP counts follow the usual dense definitions: a multiply-add is 2 FLOPs, every tap of a
+convolution counts (padded taps included), comparisons and transcendental functions count 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tvm
+from tvm import te
+
+from .layout import Window, all_of
+
+__all__ = ["OpDef", "OPS", "Reader"]
+
+Shape = tuple[int, ...]
+Reader = Callable[..., Any]  # reader(idx, windows=None) -> PrimExpr
+Body = Callable[[list], Any]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    type: str
+    kind: str  # "complex" | "elementwise" | "other"
+    infer: Callable[[list[Shape], dict], Shape]
+    compute: Callable[[list[Reader], list[Shape], dict, Shape], Body]
+    flops: Callable[[list[Shape], dict, Shape], int]
+    reference: Callable[[list[np.ndarray], dict], np.ndarray]
+    labeler: Callable[[dict], str] | None = None
+    out_dims: Callable[[str, int, dict], str] | None = None
+
+    def label(self, attrs: dict) -> str:
+        return self.labeler(attrs) if self.labeler else self.type
+
+    def dims(self, in_dims: str, rank: int, attrs: dict | None = None) -> str:
+        if self.out_dims:
+            return self.out_dims(in_dims, rank, attrs or {})
+        return in_dims if len(in_dims) == rank else "ABCDEFGH"[:rank]
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _register(op: OpDef) -> OpDef:
+    OPS[op.type] = op
+    return op
+
+
+def _f32(v: float) -> Any:
+    return tvm.tirx.const(v, "float32")
+
+
+def _torch():
+    import torch  # imported lazily: only references need it
+
+    return torch
+
+
+def _t(x: np.ndarray):
+    return _torch().from_numpy(np.asarray(x, dtype=np.float64))
+
+
+def _nt(a: dict, key: str, nd: int, default: int) -> tuple[int, ...]:
+    v = a.get(key, default)
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
+
+
+########## Convolutions (C1D, C2D, DEP, GRP, DIL, C3D) ##########
+
+def _conv_infer(shapes, a):
+    (x, w), nd = shapes[:2], len(shapes[0]) - 2
+    s, p, d, g = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0), _nt(a, "dilation", nd, 1), a.get("groups", 1)
+    if len(w) != nd + 2 or x[1] != w[1] * g or w[0] % g:
+        raise ValueError(f"input {x} and weight {w} do not fit with groups={g}")
+    out = tuple((x[2 + j] + 2 * p[j] - d[j] * (w[2 + j] - 1) - 1) // s[j] + 1 for j in range(nd))
+    if min(out) <= 0:
+        raise ValueError(f"kernel {w[2:]} larger than padded input {x[2:]}")
+    return (x[0], w[0], *out)
+
+
+def _conv_compute(readers, shapes, a, out):
+    X, W = readers
+    xs, ws = shapes[:2]
+    nd, g = len(xs) - 2, a.get("groups", 1)
+    s, p, d = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0), _nt(a, "dilation", nd, 1)
+    cg, og = ws[1], ws[0] // g
+
+    def body(idx):
+        n, o, *y = idx
+        rc = te.reduce_axis((0, cg), "rc")
+        rk = [te.reduce_axis((0, k), f"rk{j}") for j, k in enumerate(ws[2:])]
+        c = (o // og) * cg + rc if g > 1 else rc
+        pos = [y[j] * s[j] + rk[j] * d[j] - p[j] for j in range(nd)]
+        win = {2 + j: Window(y[j], s[j], rk[j] * d[j] - p[j], -p[j], (ws[2 + j] - 1) * d[j] + 1, out[2 + j])
+               for j in range(nd)}
+        v = X([n, c, *pos], win)
+        if any(p):
+            v = tvm.tirx.if_then_else(all_of([q >= 0 for q in pos] + [q < xs[2 + j] for j, q in enumerate(pos)]),
+                                      v, _f32(0.0))
+        return te.sum(v * W([o, rc, *rk]), axis=[rc, *rk])
+
+    return body
+
+
+def _conv_flops(shapes, a, out):
+    w = shapes[1]
+    return 2 * math.prod(out) * w[1] * math.prod(w[2:])
+
+
+def _conv_ref(vals, a):
+    x, w = vals[:2]
+    nd = x.ndim - 2
+    fn = getattr(_torch().nn.functional, f"conv{nd}d")
+    return fn(_t(x), _t(w), stride=_nt(a, "stride", nd, 1), padding=_nt(a, "padding", nd, 0),
+              dilation=_nt(a, "dilation", nd, 1), groups=a.get("groups", 1)).numpy()
+
+
+def _conv_label(a):
+    nd = a.get("nd", 2)
+    if nd != 2:
+        return f"C{nd}D"
+    if a.get("depthwise"):
+        return "DEP"
+    if a.get("groups", 1) > 1:
+        return "GRP"
+    return "DIL" if max(_nt(a, "dilation", 2, 1)) > 1 else "C2D"
+
+
+for _nd in (1, 2, 3):
+    _register(OpDef(f"conv{_nd}d", "complex", _conv_infer, _conv_compute, _conv_flops, _conv_ref,
+                    labeler=lambda a, nd=_nd: _conv_label({**a, "nd": nd})))
+
+
+########## Transposed convolutions (T2D, T3D) ##########
+
+def _tconv_infer(shapes, a):
+    (x, w), nd = shapes[:2], len(shapes[0]) - 2
+    s, p, op = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0), _nt(a, "output_padding", nd, 0)
+    if len(w) != nd + 2 or x[1] != w[0]:
+        raise ValueError(f"input {x} and weight {w} (C, O, *K) do not fit")
+    return (x[0], w[1], *((x[2 + j] - 1) * s[j] - 2 * p[j] + w[2 + j] + op[j] for j in range(nd)))
+
+
+def _tconv_compute(readers, shapes, a, out):
+    X, W = readers
+    xs, ws = shapes[:2]
+    nd = len(xs) - 2
+    s, p = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0)
+
+    def body(idx):
+        n, o, *y = idx
+        rc = te.reduce_axis((0, ws[0]), "rc")
+        rk = [te.reduce_axis((0, k), f"rk{j}") for j, k in enumerate(ws[2:])]
+        conds, pos = [], []
+        for j in range(nd):
+            t = y[j] + p[j] - rk[j]
+            conds += [t >= 0, t < xs[2 + j] * s[j]] + ([t % s[j] == 0] if s[j] > 1 else [])
+            pos.append(t // s[j] if s[j] > 1 else t)
+        v = tvm.tirx.if_then_else(all_of(conds), X([n, rc, *pos]), _f32(0.0))
+        return te.sum(v * W([rc, o, *rk]), axis=[rc, *rk])
+
+    return body
+
+
+def _tconv_flops(shapes, a, out):
+    x, w = shapes[:2]
+    return 2 * math.prod(x) * w[1] * math.prod(w[2:])
+
+
+def _tconv_ref(vals, a):
+    x, w = vals[:2]
+    nd = x.ndim - 2
+    fn = getattr(_torch().nn.functional, f"conv_transpose{nd}d")
+    return fn(_t(x), _t(w), stride=_nt(a, "stride", nd, 1), padding=_nt(a, "padding", nd, 0),
+              output_padding=_nt(a, "output_padding", nd, 0)).numpy()
+
+
+for _nd in (2, 3):
+    _register(OpDef(f"conv_transpose{_nd}d", "complex", _tconv_infer, _tconv_compute, _tconv_flops,
+                    _tconv_ref, labeler=lambda a, nd=_nd: f"T{nd}D"))
+
+
+########## Matrix multiplication (GMM, batched GMM) ##########
+
+def _mm_infer(shapes, a):
+    x, w = shapes[:2]
+    k2, n = (w[-1], w[-2]) if a.get("transpose_b") else (w[-2], w[-1])
+    if x[-1] != k2 or x[:-2] != w[:-2]:
+        raise ValueError(f"cannot multiply {x} by {w}{' transposed' if a.get('transpose_b') else ''}")
+    return (*x[:-1], n)
+
+
+def _mm_compute(readers, shapes, a, out):
+    A, B = readers
+    k_ext, tb = shapes[0][-1], a.get("transpose_b", False)
+
+    def body(idx):
+        *b, i, j = idx
+        k = te.reduce_axis((0, k_ext), "k")
+        return te.sum(A([*b, i, k]) * (B([*b, j, k]) if tb else B([*b, k, j])), axis=k)
+
+    return body
+
+
+def _mm_ref(vals, a):
+    x, w = (np.asarray(v, np.float64) for v in vals[:2])
+    return x @ (np.swapaxes(w, -1, -2) if a.get("transpose_b") else w)
+
+
+_register(OpDef("matmul", "complex", _mm_infer, _mm_compute,
+                lambda shapes, a, out: 2 * math.prod(out) * shapes[0][-1], _mm_ref,
+                labeler=lambda a: "GMM", out_dims=lambda d, r, a: "BMN"[-r:]))
+
+
+########## Element-wise ops ##########
+
+def _ew(type: str, fn: Callable[..., Any], ref: Callable[..., np.ndarray], flops_per: int = 1,
+        nargs: int = 1) -> OpDef:
+    def infer(shapes, a):
+        for s in shapes[1:nargs]:
+            if s != shapes[0]:
+                raise ValueError(f"{type} needs equal shapes, got {shapes}")
+        return shapes[0]
+
+    def compute(readers, shapes, a, out):
+        return lambda idx: fn(*(r(idx) for r in readers[:nargs]), **a)
+
+    return _register(OpDef(type, "elementwise", infer, compute,
+                           lambda shapes, a, out: flops_per * math.prod(out),
+                           lambda vals, a: ref(*(np.asarray(v, np.float64) for v in vals[:nargs]), **a)))
+
+
+_ew("relu", lambda x: te.max(x, _f32(0.0)), lambda x: np.maximum(x, 0))
+_ew("relu6", lambda x: te.min(te.max(x, _f32(0.0)), _f32(6.0)), lambda x: np.clip(x, 0, 6), 2)
+_ew("gelu", lambda x: _f32(0.5) * x * (_f32(1.0) + tvm.tirx.erf(x * _f32(1 / math.sqrt(2)))),
+    lambda x: (0.5 * _t(x) * (1 + _torch().erf(_t(x) / math.sqrt(2)))).numpy(), 5)
+_ew("scale", lambda x, factor: x * _f32(factor), lambda x, factor: x * factor)
+_ew("add", lambda x, y: x + y, lambda x, y: x + y, nargs=2)
+_ew("multiply", lambda x, y: x * y, lambda x, y: x * y, nargs=2)
+#: a layout conversion: copies its input, read in one layout, into another layout
+_ew("layout_transform", lambda x: x, lambda x: x, 0)
+
+
+def _bias_compute(readers, shapes, a, out):
+    X, B = readers
+    axis = a.get("axis", 1) % len(out)
+    return lambda idx: X(idx) + B([idx[axis]])
+
+
+def _bias_infer(shapes, a):
+    x, b = shapes
+    axis = a.get("axis", 1) % len(x)
+    if b != (x[axis],):
+        raise ValueError(f"bias of shape {b} does not match axis {axis} of {x}")
+    return x
+
+
+def _bias_ref(vals, a):
+    x, b = (np.asarray(v, np.float64) for v in vals)
+    axis = a.get("axis", 1) % x.ndim
+    return x + b.reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+
+
+_register(OpDef("bias_add", "elementwise", _bias_infer, _bias_compute,
+                lambda shapes, a, out: math.prod(out), _bias_ref))
+
+
+########## Other simple ops: pad, pooling, softmax, layer norm, reshape, transpose ##########
+
+def _pad_infer(shapes, a):
+    x = shapes[0]
+    before, after = _nt(a, "before", len(x), 0), _nt(a, "after", len(x), 0)
+    return tuple(n + b + e for n, b, e in zip(x, before, after))
+
+
+def _pad_compute(readers, shapes, a, out):
+    (X,), x = readers, shapes[0]
+    before, after = _nt(a, "before", len(x), 0), _nt(a, "after", len(x), 0)
+
+    def body(idx):
+        src = [i - b for i, b in zip(idx, before)]
+        conds = [i >= 0 for i, b in zip(src, before) if b] + [i < n for i, n, e in zip(src, x, after) if e]
+        if not conds:
+            return X(src)
+        return tvm.tirx.if_then_else(all_of(conds), X(src), _f32(a.get("value", 0.0)))
+
+    return body
+
+
+def _pad_ref(vals, a):
+    x = vals[0]
+    width = list(zip(_nt(a, "before", x.ndim, 0), _nt(a, "after", x.ndim, 0)))
+    return np.pad(x, width, constant_values=a.get("value", 0.0))
+
+
+_register(OpDef("pad", "other", _pad_infer, _pad_compute, lambda shapes, a, out: 0, _pad_ref))
+
+
+def _pool_infer(shapes, a):
+    x = shapes[0]
+    k, s, p = _nt(a, "kernel", 2, 1), _nt(a, "stride", 2, 1), _nt(a, "padding", 2, 0)
+    return (*x[:2], *((x[2 + j] + 2 * p[j] - k[j]) // s[j] + 1 for j in range(2)))
+
+
+def _pool_compute(readers, shapes, a, out):
+    (X,), x = readers, shapes[0]
+    k, s, p = _nt(a, "kernel", 2, 1), _nt(a, "stride", 2, 1), _nt(a, "padding", 2, 0)
+    is_max = a.get("mode", "max") == "max"
+
+    def body(idx):
+        n, c, *y = idx
+        rk = [te.reduce_axis((0, k[j]), f"rk{j}") for j in range(2)]
+        pos = [y[j] * s[j] + rk[j] - p[j] for j in range(2)]
+        win = {2 + j: Window(y[j], s[j], rk[j] - p[j], -p[j], k[j], out[2 + j]) for j in range(2)}
+        fill = _f32(-3.0e38 if is_max else 0.0)
+        v = X([n, c, *pos], win)
+        if any(p):
+            v = tvm.tirx.if_then_else(all_of([q >= 0 for q in pos] + [q < x[2 + j] for j, q in enumerate(pos)]), v, fill)
+        if is_max:
+            return te.max(v, axis=rk)
+        return te.sum(v * _f32(1.0 / (k[0] * k[1])), axis=rk)
+
+    return body
+
+
+def _pool_ref(vals, a):
+    f = _torch().nn.functional
+    k, s, p = _nt(a, "kernel", 2, 1), _nt(a, "stride", 2, 1), _nt(a, "padding", 2, 0)
+    if a.get("mode", "max") == "max":
+        return f.max_pool2d(_t(vals[0]), k, s, p).numpy()
+    return f.avg_pool2d(_t(vals[0]), k, s, p, count_include_pad=True).numpy()
+
+
+_register(OpDef("pool2d", "other", _pool_infer, _pool_compute,
+                lambda shapes, a, out: math.prod(out) * math.prod(_nt(a, "kernel", 2, 1)), _pool_ref))
+
+
+def _reduce_stage(name: str, X: Reader, shape: Shape, axis: int, fn: Callable[[Any, Any], Any]) -> te.Tensor:
+    """An auxiliary stage over the logical shape with ``axis`` reduced to 1."""
+    red = tuple(1 if d == axis else n for d, n in enumerate(shape))
+
+    def f(*idx):
+        r = te.reduce_axis((0, shape[axis]), f"r_{name}")
+        return fn([r if d == axis else i for d, i in enumerate(idx)], r)
+
+    return te.compute(red, f, name=name)
+
+
+def _softmax_compute(readers, shapes, a, out):
+    (X,), x = readers, shapes[0]
+    axis = a.get("axis", -1) % len(x)
+    mx = _reduce_stage("softmax_max", X, x, axis, lambda i, r: te.max(X(i), axis=r))
+    sm = _reduce_stage("softmax_sum", X, x, axis,
+                       lambda i, r: te.sum(te.exp(X(i) - mx[tuple(0 if d == axis else v for d, v in enumerate(i))]), axis=r))
+
+    def body(idx):
+        red = tuple(0 if d == axis else v for d, v in enumerate(idx))
+        return te.exp(X(idx) - mx[red]) / sm[red]
+
+    return body
+
+
+def _softmax_ref(vals, a):
+    x = np.asarray(vals[0], np.float64)
+    e = np.exp(x - x.max(axis=a.get("axis", -1), keepdims=True))
+    return e / e.sum(axis=a.get("axis", -1), keepdims=True)
+
+
+_register(OpDef("softmax", "other", lambda shapes, a: shapes[0], _softmax_compute,
+                lambda shapes, a, out: 5 * math.prod(out), _softmax_ref))
+
+
+def _ln_compute(readers, shapes, a, out):
+    X, G, B = readers
+    x = shapes[0]
+    axis, n, eps = len(x) - 1, x[-1], a.get("eps", 1e-5)
+    mean = _reduce_stage("ln_mean", X, x, axis, lambda i, r: te.sum(X(i) * _f32(1.0 / n), axis=r))
+    var = _reduce_stage("ln_var", X, x, axis, lambda i, r: te.sum(
+        (X(i) - mean[(*i[:-1], 0)]) * (X(i) - mean[(*i[:-1], 0)]) * _f32(1.0 / n), axis=r))
+
+    def body(idx):
+        red = (*idx[:-1], 0)
+        return (X(idx) - mean[red]) * tvm.tirx.rsqrt(var[red] + _f32(eps)) * G([idx[-1]]) + B([idx[-1]])
+
+    return body
+
+
+def _ln_ref(vals, a):
+    x, g, b = (np.asarray(v, np.float64) for v in vals)
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + a.get("eps", 1e-5)) * g + b
+
+
+_register(OpDef("layer_norm", "other", lambda shapes, a: shapes[0], _ln_compute,
+                lambda shapes, a, out: 8 * math.prod(out), _ln_ref))
+
+
+def _reshape_infer(shapes, a):
+    new = tuple(a["shape"])
+    if math.prod(new) != math.prod(shapes[0]):
+        raise ValueError(f"cannot reshape {shapes[0]} to {new}")
+    return new
+
+
+def _reshape_compute(readers, shapes, a, out):
+    (X,), x = readers, shapes[0]
+
+    def body(idx):
+        flat = 0
+        for i, n in zip(idx, out):
+            flat = flat * n + i
+        src = []
+        for n in reversed(x):
+            src.append(flat % n)
+            flat = flat // n
+        return X(src[::-1])
+
+    return body
+
+
+_register(OpDef("reshape", "other", _reshape_infer, _reshape_compute, lambda shapes, a, out: 0,
+                lambda vals, a: np.reshape(vals[0], a["shape"])))
+
+
+def _transpose_compute(readers, shapes, a, out):
+    (X,), perm = readers, a["perm"]
+
+    def body(idx):
+        src = [None] * len(idx)
+        for k, p in enumerate(perm):
+            src[p] = idx[k]
+        return X(src)
+
+    return body
+
+
+_register(OpDef("transpose", "other", lambda shapes, a: tuple(shapes[0][p] for p in a["perm"]),
+                _transpose_compute, lambda shapes, a, out: 0,
+                lambda vals, a: np.transpose(vals[0], a["perm"]),
+                out_dims=lambda d, r, a: "".join(d[p] for p in a["perm"]) if len(d) == r else "ABCDEFGH"[:r]))
+
+
+def names_for(dims: str, rank: int) -> Sequence[str]:
+    """Dim names of a tensor for layouts (one letter each; made unique)."""
+    if len(dims) != rank:
+        dims = "ABCDEFGH"[:rank]
+    seen: dict[str, int] = {}
+    out = []
+    for ch in dims:
+        seen[ch] = seen.get(ch, 0) + 1
+        out.append(ch if seen[ch] == 1 else f"{ch}{seen[ch]}")
+    return out

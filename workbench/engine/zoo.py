@@ -1,0 +1,188 @@
+"""The model zoo: small graphs written with ``GraphBuilder``, one per ALT workload type.
+
+Every model documents its ops and tensors; the app and session files use these names.
+``MODELS`` maps a zoo name to its builder; ``load(name, **options)`` builds one.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .errors import GraphError
+from .graph import Graph, GraphBuilder
+
+__all__ = ["MODELS", "load", "DEFAULT_MODEL"]
+
+DEFAULT_MODEL = "r18_stem"
+
+
+def _conv(b: GraphBuilder, name: str, x: str, out: int, k: int | tuple, *, stride=1, padding=0, dilation=1,
+          groups=1, bias: bool = False, nd: int = 2) -> str:
+    """Add a conv (and ``<name>.weight``); with ``bias``, a ``<name>_bias`` op reading ``<name>_bias.bias``."""
+    cin = b.tensors[x].shape[1]
+    ks = k if isinstance(k, tuple) else (k,) * nd
+    w = b.const(f"{name}.weight", (out, cin // groups, *ks), "OI" + "DHW"[3 - nd:])
+    depthwise = groups > 1 and groups == cin == out
+    attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if depthwise:
+        attrs["depthwise"] = True
+    y = b.op(name, f"conv{nd}d", x, w, **attrs)
+    if bias:
+        y = _bias(b, f"{name}_bias", y)
+    return y
+
+
+def _bias(b: GraphBuilder, name: str, x: str, axis: int = 1) -> str:
+    c = b.const(f"{name}.bias", (b.tensors[x].shape[axis],), "C")
+    return b.op(name, "bias_add", x, c, axis=axis)
+
+
+def r18_stem(batch: int = 1) -> Graph:
+    """ResNet-18's first layer, the ALT paper's case study (its Table 3). The default model.
+
+    data (N,3,224,224) -> pad (N,3,230,230; 3 each side) -> conv (C2D, 64x3x7x7, stride 2;
+    weight ``conv.weight``) -> bias (``bias.bias`` (64,)) -> relu (N,64,112,112).
+    """
+    b = GraphBuilder("r18_stem")
+    x = b.input("data", (batch, 3, 224, 224))
+    p = b.op("pad", "pad", x, before=(0, 0, 3, 3), after=(0, 0, 3, 3))
+    w = b.const("conv.weight", (64, 3, 7, 7), "OIHW")
+    c = b.op("conv", "conv2d", p, w, stride=2)
+    y = b.op("bias", "bias_add", c, b.const("bias.bias", (64,), "C"), axis=1)
+    b.op("relu", "relu", y)
+    return b.build(doc=r18_stem.__doc__)
+
+
+def r18_block(batch: int = 1) -> Graph:
+    """A ResNet-18 basic block, 64 channels at 56x56, with its residual add.
+
+    data (N,64,56,56) -> conv1 (C2D 3x3 pad 1; conv1.weight) -> conv1_bias -> relu1
+    -> conv2 (C2D 3x3 pad 1; conv2.weight) -> conv2_bias -> add (+ data) -> relu2 (N,64,56,56).
+    """
+    b = GraphBuilder("r18_block")
+    x = b.input("data", (batch, 64, 56, 56))
+    y = b.op("relu1", "relu", _conv(b, "conv1", x, 64, 3, padding=1, bias=True))
+    y = _conv(b, "conv2", y, 64, 3, padding=1, bias=True)
+    b.op("relu2", "relu", b.op("add", "add", y, x))
+    return b.build(doc=r18_block.__doc__)
+
+
+def mv2_block(batch: int = 1) -> Graph:
+    """A MobileNet-V2 inverted residual block (expansion 6, 24 channels at 28x28).
+
+    data (N,24,28,28) -> expand (1x1 C2D to 144; expand.weight) -> expand_bias -> relu6_1
+    -> dw (DEP 3x3 pad 1, 144 groups; dw.weight (144,1,3,3)) -> dw_bias -> relu6_2
+    -> project (1x1 C2D to 24; project.weight) -> project_bias -> add (+ data) (N,24,28,28).
+    """
+    b = GraphBuilder("mv2_block")
+    x = b.input("data", (batch, 24, 28, 28))
+    y = b.op("relu6_1", "relu6", _conv(b, "expand", x, 144, 1, bias=True))
+    y = b.op("relu6_2", "relu6", _conv(b, "dw", y, 144, 3, padding=1, groups=144, bias=True))
+    y = _conv(b, "project", y, 24, 1, bias=True)
+    b.op("add", "add", y, x)
+    return b.build(doc=mv2_block.__doc__)
+
+
+def bert_tiny_layer(batch: int = 1, seq: int = 128, hidden: int = 128, heads: int = 2) -> Graph:
+    """One BERT-tiny encoder layer (sequence 128, hidden 128, 2 heads, FFN 512).
+
+    data (S,H) -> q, k, v (GMM with q.weight etc. (H,H)) + q_bias... -> q_heads/k_heads/v_heads
+    (reshape to (S,heads,H/heads), transpose to (heads,S,H/heads); k_t to (heads,H/heads,S))
+    -> scores (batched GMM (heads,S,S)) -> scale -> softmax -> context (batched GMM)
+    -> ctx_t (transpose) -> ctx (reshape (S,H)) -> out (GMM) -> out_bias -> add1 (+ data)
+    -> ln1 (layer norm; ln1.gamma, ln1.beta) -> ffn1 (GMM to 512) -> ffn1_bias -> gelu
+    -> ffn2 (GMM to 128) -> ffn2_bias -> add2 (+ ln1) -> ln2 (S,H).
+    """
+    if batch != 1:
+        raise GraphError("bert_tiny_layer supports batch 1 (the sequence is the row dim)")
+    b = GraphBuilder("bert_tiny_layer")
+    x = b.input("data", (seq, hidden), "SH")
+    dh = hidden // heads
+
+    def dense(name: str, inp: str, out: int) -> str:
+        w = b.const(f"{name}.weight", (b.tensors[inp].shape[-1], out), "KN")
+        return _bias(b, f"{name}_bias", b.op(name, "matmul", inp, w), axis=-1)
+
+    def split_heads(name: str, inp: str, perm: tuple) -> str:
+        r = b.op(f"{name}_r", "reshape", inp, shape=(seq, heads, dh))
+        return b.op(name, "transpose", r, perm=perm)
+
+    q = split_heads("q_heads", dense("q", x, hidden), (1, 0, 2))
+    k = split_heads("k_t", dense("k", x, hidden), (1, 2, 0))
+    v = split_heads("v_heads", dense("v", x, hidden), (1, 0, 2))
+    s = b.op("scale", "scale", b.op("scores", "matmul", q, k), factor=1.0 / dh ** 0.5)
+    p = b.op("softmax", "softmax", s, axis=-1)
+    c = b.op("ctx_t", "transpose", b.op("context", "matmul", p, v), perm=(1, 0, 2))
+    c = b.op("ctx", "reshape", c, shape=(seq, hidden))
+    y = b.op("add1", "add", dense("out", c, hidden), x)
+
+    def norm(name: str, inp: str) -> str:
+        return b.op(name, "layer_norm", inp, b.const(f"{name}.gamma", (hidden,), "C"),
+                    b.const(f"{name}.beta", (hidden,), "C"))
+
+    h = norm("ln1", y)
+    f = dense("ffn2", b.op("gelu", "gelu", dense("ffn1", h, 4 * hidden)), hidden)
+    norm("ln2", b.op("add2", "add", f, h))
+    return b.build(doc=bert_tiny_layer.__doc__)
+
+
+def gmm(batch: int = 1, m: int = 1024, n: int = 1024, k: int = 1024) -> Graph:
+    """A general matrix multiply, 1024x1024x1024: a (M,K) @ gmm.weight (K,N) -> gmm (M,N)."""
+    b = GraphBuilder("gmm")
+    a = b.input("a", (m, k), "MK")
+    b.op("gmm", "matmul", a, b.const("gmm.weight", (k, n), "KN"))
+    return b.build(doc=gmm.__doc__)
+
+
+def _single(name: str, doc: str, in_shape: tuple, out: int, k, nd: int, **attrs) -> Callable[..., Graph]:
+    def build(batch: int = 1) -> Graph:
+        b = GraphBuilder(name)
+        x = b.input("data", (batch, *in_shape), "NC" + "DHW"[3 - nd:])
+        _conv(b, "conv", x, out, k, nd=nd, **attrs)
+        return b.build(doc=doc)
+
+    build.__doc__ = doc
+    return build
+
+
+def _tconv(name: str, doc: str, in_shape: tuple, out: int, k: int, nd: int, stride: int, padding: int) -> Callable[..., Graph]:
+    def build(batch: int = 1) -> Graph:
+        b = GraphBuilder(name)
+        x = b.input("data", (batch, *in_shape), "NC" + "DHW"[3 - nd:])
+        w = b.const("tconv.weight", (in_shape[0], out, *(k,) * nd), "IO" + "DHW"[3 - nd:])
+        b.op("tconv", f"conv_transpose{nd}d", x, w, stride=stride, padding=padding)
+        return b.build(doc=doc)
+
+    build.__doc__ = doc
+    return build
+
+
+MODELS: dict[str, Callable[..., Graph]] = {
+    "r18_stem": r18_stem,
+    "r18_block": r18_block,
+    "mv2_block": mv2_block,
+    "bert_tiny_layer": bert_tiny_layer,
+    "gmm": gmm,
+    "c1d": _single("c1d", "C1D (wav2letter-like): data (N,64,256) -> conv (64->128, k=3, pad 1; conv.weight) (N,128,256).",
+                   (64, 256), 128, 3, 1, padding=1),
+    "c3d": _single("c3d", "C3D (ResNet3D-18 layer): data (N,64,8,28,28) -> conv (64->64, 3x3x3, pad 1) (N,64,8,28,28).",
+                   (64, 8, 28, 28), 64, 3, 3, padding=1),
+    "dil": _single("dil", "DIL (dilated C2D, DeepLab-like): data (N,64,28,28) -> conv (64->64, 3x3, dilation 2, pad 2).",
+                   (64, 28, 28), 64, 3, 2, padding=2, dilation=2),
+    "grp": _single("grp", "GRP (grouped C2D, ResNeXt-like): data (N,128,28,28) -> conv (128->128, 3x3, pad 1, 32 groups).",
+                   (128, 28, 28), 128, 3, 2, padding=1, groups=32),
+    "t2d": _tconv("t2d", "T2D (DCGAN-like transposed conv): data (N,128,16,16) -> tconv (128->64, 4x4, stride 2, pad 1; "
+                  "tconv.weight (128,64,4,4)) (N,64,32,32).", (128, 16, 16), 64, 4, 2, 2, 1),
+    "t3d": _tconv("t3d", "T3D (3D decoder transposed conv): data (N,32,4,16,16) -> tconv (32->16, 4x4x4, stride 2, pad 1; "
+                  "tconv.weight (32,16,4,4,4)) (N,16,8,32,32).", (32, 4, 16, 16), 16, 4, 3, 2, 1),
+}
+
+
+def load(name: str, **options) -> Graph:
+    """Build zoo model ``name`` (options such as ``batch``)."""
+    if name not in MODELS:
+        raise GraphError(f"unknown zoo model {name!r}; known: {', '.join(MODELS)}")
+    try:
+        return MODELS[name](**options)
+    except TypeError as e:
+        raise GraphError(f"bad options {options} for zoo model {name}: {e}") from None

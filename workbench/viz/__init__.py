@@ -1,0 +1,1 @@
+"""Pure figure builders: engine data in, ``plotly.graph_objects.Figure`` out."""
