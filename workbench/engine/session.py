@@ -162,14 +162,16 @@ class State:
 
 def _layout(graph: Graph, book: LayoutBook, action: dict, fresh: bool = False) -> LayoutBook:
     key = action["tensor"]
-    if fresh:  # a tuned result replaces the layout of this key
-        book = book.with_layout(key, key_base(graph, key))
     if "preset" in action:
         acts = preset_actions(graph, action["preset"], key, **action.get("params", {}))
-        for k, prim, args in acts:
-            book = apply_layout(graph, book, k, prim, args)
-        return book
-    return apply_layout(graph, book, key, action["primitive"], action["args"])
+    else:
+        acts = [(key, action["primitive"], action["args"])]
+    if fresh:  # a tuned result replaces the layouts of the keys it sets
+        for k in dict.fromkeys(k for k, _, _ in acts):
+            book = book.with_layout(k, key_base(graph, k))
+    for k, prim, args in acts:
+        book = apply_layout(graph, book, k, prim, args)
+    return book
 
 
 def replay(session: Session) -> State:

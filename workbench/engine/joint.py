@@ -1,0 +1,171 @@
+"""ALT's joint layout + loop stage (paper section 5) for one complex op.
+
+The layout space comes from the one-level templates (``layouts.alt_tiled`` for the conv
+family: output tiles per spatial dim, ``ot``, ``it``; ``layouts.nkn`` for GMM: ``m``, ``n``).
+*Cross exploration*: a layout candidate is scored by the best latency a short MetaSchedule
+loop tuning finds on the kernel it yields. The search over candidates is guided by a cost
+model (XGBoost on template features, trained on the candidates scored so far), which must
+beat random sampling at the same budget; ``search="random"`` is that baseline. The default
+layout is always the first candidate, so the joint result is measured against it too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import TuneError, WorkbenchError
+from .graph import Graph
+from .layout import LayoutBook
+from .layouts import apply_actions, preset_actions
+from .metaschedule import RpcConfig, TuneTask, tune_loops
+from .program import make_program
+
+__all__ = ["Candidate", "JointResult", "layout_space", "joint_tune"]
+
+_TILES = (1, 2, 4, 7, 8, 14, 16, 28, 32)
+_CHANNELS = (1, 2, 3, 4, 8, 16, 32, 64)
+_GMM = (4, 8, 16, 32, 64, 128)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the layout space: a preset and its parameters (``None`` = default layout)."""
+
+    preset: str | None
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params}
+
+    @property
+    def label(self) -> str:
+        if self.preset is None:
+            return "default"
+        return f"{self.preset}(" + ", ".join(f"{k}={v}" for k, v in self.kwargs.items()) + ")"
+
+    def actions(self, graph: Graph, op: str) -> list:
+        return preset_actions(graph, self.preset, op, **self.kwargs) if self.preset else []
+
+    def features(self) -> list[float]:
+        """log2 of every template parameter (tiles flattened), 0 for the default layout."""
+        vals: list[float] = [1.0 if self.preset is None else 0.0]
+        for _, v in self.params:
+            vals += [math.log2(x) for x in (v if isinstance(v, tuple) else (v,))]
+        return vals
+
+
+def _divisors(n: int, pool: tuple[int, ...]) -> list[int]:
+    return [d for d in pool if d <= n and n % d == 0] or [1]
+
+
+def layout_space(graph: Graph, op: str) -> list[Candidate]:
+    """Every template candidate for ``op``, default layout first."""
+    node = graph.node(op)
+    out = graph.tensors[op].shape
+    space = [Candidate(None)]
+    if node.type.startswith("conv"):
+        cin = graph.tensors[node.inputs[0]].shape[1]
+        tiles = [_divisors(n, _TILES) for n in out[2:]]
+        for ts, ot, it in itertools.product(itertools.product(*tiles), _divisors(out[1], _CHANNELS[2:]),
+                                            _divisors(cin, _CHANNELS)):
+            space.append(Candidate("alt_tiled", (("tiles", ts), ("ot", ot), ("it", it))))
+    elif node.type == "matmul":
+        for m, n in itertools.product(_divisors(out[-2], _GMM), _divisors(out[-1], _GMM)):
+            space.append(Candidate("nkn", (("m", m), ("n", n))))
+    else:
+        raise TuneError(f"{op} ({node.label}) is not a complex op: its layout comes by propagation")
+    return space
+
+
+@dataclass
+class JointResult:
+    op: str
+    best: Candidate
+    best_ms: float
+    trace: Any
+    scores: list[tuple[Candidate, float | None]] = field(default_factory=list)
+    measurements: int = 0
+
+    def action(self, graph: Graph) -> dict:
+        """The session action that applies this result."""
+        return {"kind": "tuned", "op": self.op, "stage": "joint+loop",
+                "layouts": [{"kind": "layout", "tensor": self.op, "preset": self.best.preset,
+                             "params": self.best.kwargs}] if self.best.preset else [],
+                "trace": self.trace, "latency_ms": self.best_ms, "measurements": self.measurements}
+
+
+def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Random, search: str) -> Candidate:
+    left = [c for c in space if c not in scored]
+    if search == "random" or len([s for s in scored.values() if s < math.inf]) < 3:
+        return rng.choice(left)
+    import xgboost as xgb
+
+    xs = [c.features() for c in scored]
+    width = max(len(x) for x in xs + [c.features() for c in left])
+    pad = lambda v: v + [0.0] * (width - len(v))  # noqa: E731
+    ys = [math.log(s) if s < math.inf else math.log(max(v for v in scored.values() if v < math.inf)) + 1
+          for s in scored.values()]
+    model = xgb.XGBRegressor(n_estimators=60, max_depth=3, learning_rate=0.3, verbosity=0)
+    model.fit(np.array([pad(x) for x in xs]), np.array(ys))
+    pred = model.predict(np.array([pad(c.features()) for c in left]))
+    if rng.random() < 0.2:  # keep exploring a little
+        return rng.choice(left)
+    return left[int(np.argmin(pred))]
+
+
+def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int, *,
+               joint_fraction: float = 0.3, per_candidate: int = 8, search: str = "model",
+               progress_path: Path | None = None, rpc: RpcConfig | None = None, seed: int = 0,
+               on_candidate: Callable[[Candidate, float | None], None] | None = None) -> JointResult:
+    """Joint stage then loop-only stage for ``op``; ``budget`` counts hardware measurements."""
+    if search not in ("model", "random"):
+        raise TuneError(f"search must be 'model' or 'random', got {search!r}")
+    if budget < 2:
+        raise TuneError(f"budget {budget} is too small for a joint and a loop stage")
+    work_dir = Path(work_dir)
+    rng = random.Random(seed)
+    space = layout_space(graph, op)
+    joint_budget = max(per_candidate, int(round(budget * joint_fraction)))
+    n_cand = max(1, min(len(space), joint_budget // per_candidate))
+    scored: dict[Candidate, float] = {}
+    results: dict[Candidate, Any] = {}
+    used = 0
+    for k in range(n_cand):
+        cand = space[0] if k == 0 else _pick(space, scored, rng, search)
+        try:
+            task = _task(graph, book, op, cand)
+        except WorkbenchError:
+            scored[cand] = math.inf  # a template that does not fit this op: skip it
+            continue
+        res = tune_loops([task], target, work_dir / f"cand{k}", per_candidate, stage="joint",
+                         progress_path=progress_path, rpc=rpc, layout_label=cand.label, seed=seed + k)[op]
+        used += res.measurements
+        scored[cand] = res.best_ms if res.best_ms is not None else math.inf
+        results[cand] = (res, work_dir / f"cand{k}", task)
+        if on_candidate:
+            on_candidate(cand, res.best_ms)
+    if not results or min(scored.values()) == math.inf:
+        raise TuneError(f"no layout candidate of {op} built and ran")
+    best = min(results, key=lambda c: scored[c])
+    res, wd, task = results[best]
+    left = budget - used
+    if left > 0:  # loop-only stage on the chosen layout, resuming from its records
+        res = tune_loops([task], target, wd, res.measurements + left, stage="loop",
+                         progress_path=progress_path, rpc=rpc, layout_label=best.label, seed=seed + 1000)[op]
+        used = used - results[best][0].measurements + res.measurements
+    return JointResult(op, best, res.best_ms, res.trace, [(c, scored[c]) for c in scored], used)
+
+
+def _task(graph: Graph, book: LayoutBook, op: str, cand: Candidate) -> TuneTask:
+    prog = make_program(graph, apply_actions(graph, book, cand.actions(graph, op)))
+    if op not in prog.funcs:
+        raise TuneError(f"no kernel {op} under layout {cand.label}")
+    return TuneTask(op, prog.funcs[op], prog.flops[op])
