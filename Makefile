@@ -1,35 +1,40 @@
-# ALT Workbench: `make run` starts the app, `make test` runs the tests; both set up .venv first.
+# ALT Workbench. `make run` starts the app, `make test` runs every test; both set up .venv first.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
+PYTEST_ARGS ?=
 
-.PHONY: run test bench browser venv clean
+.PHONY: venv browser run test bench clean
 
 venv: $(VENV)/.installed
 
+# Re-installs only when requirements.txt is newer than the stamp.
 $(VENV)/.installed: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+	  || { echo "ALT Workbench needs Python >= 3.11 (PYTHON=$(PYTHON))" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
-# Debian's Chromium for the real-browser test (Playwright cannot download a browser here).
+# Debian's Chromium for the real-browser test (Playwright cannot download its own browser here).
 browser:
-	@if [ ! -x /usr/bin/chromium ]; then \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
+	@if [ -x /usr/bin/chromium ]; then echo "chromium: /usr/bin/chromium"; else \
+	  SUDO=; if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi; \
+	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	fi
 
+# `python -m` puts the repository root on sys.path, so the app imports `workbench` uninstalled.
 run: venv
 	$(PY) -m streamlit run workbench/app.py --server.headless true --server.port $(PORT) \
 	  --browser.gatherUsageStats false
 
 test: venv browser
-	$(PY) -m pytest -q --durations=10
+	$(PY) -m pytest -q --durations=10 $(PYTEST_ARGS)
 
 bench: venv
 	$(PY) -m workbench bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache work test-artifacts
+	rm -rf $(VENV) .pytest_cache .hypothesis work test-artifacts

@@ -18,6 +18,8 @@ workbench.engine.errors.LayoutError: split factors [3, 16] multiply to 48 but di
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
@@ -27,7 +29,8 @@ import tvm
 
 from .errors import LayoutError
 
-__all__ = ["Window", "Prim", "Layout", "PRIMITIVES", "ADVANCED", "INVERSES"]
+__all__ = ["Window", "Prim", "Layout", "LayoutBook", "PRIMITIVES", "ADVANCED", "INVERSES", "index_scope", "bind_axis",
+           "simplify", "all_of"]
 
 #: Layout primitives and their argument names (part of the session file format).
 PRIMITIVES: dict[str, tuple[str, ...]] = {
@@ -72,6 +75,39 @@ def all_of(conds: Sequence[Any]) -> Any:
     for c in conds[1:]:
         out = out & c
     return out
+
+
+#: while lowering one stage: an analyzer that knows the ranges of its loop variables, so
+#: index expressions such as ``(i0 * 16 + i2) // 16`` come out as ``i0`` (TVM's own passes do not
+#: simplify them, and unsimplified div/mod blocks vectorization).
+_SCOPE: contextvars.ContextVar[Any] = contextvars.ContextVar("index_scope", default=None)
+
+
+@contextlib.contextmanager
+def index_scope(axes: Sequence[tuple[Any, int]]):
+    """Within it, ``simplify`` knows that each ``var`` of ``axes`` lies in ``[0, extent)``."""
+    from tvm.sym.analyzer import Analyzer
+
+    ana = Analyzer()
+    for var, extent in axes:
+        ana.bind(var, tvm.ir.Range(0, extent))
+    token = _SCOPE.set(ana)
+    try:
+        yield ana
+    finally:
+        _SCOPE.reset(token)
+
+
+def bind_axis(var: Any, extent: int) -> None:
+    """Tell the current scope a reduction variable's range (no-op outside lowering)."""
+    ana = _SCOPE.get()
+    if ana is not None:
+        ana.bind(var, tvm.ir.Range(0, extent))
+
+
+def simplify(x: Any) -> Any:
+    ana = _SCOPE.get()
+    return ana.simplify(x) if ana is not None and _is_expr(x) else x
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from tvm import s_tir
 from .errors import LoopError
 
 __all__ = ["LoopStep", "LoopInfo", "PRIMITIVES", "list_blocks", "list_loops", "apply_step", "apply_steps",
-           "script", "diff", "trace_json", "apply_trace_json"]
+           "script", "diff", "trace_json", "apply_trace_json", "basic_schedule"]
 
 #: primitive -> (argument kinds, one-line doc); kinds drive the app's forms and validation
 PRIMITIVES: dict[str, tuple[dict[str, str], str]] = {
@@ -250,3 +250,44 @@ def apply_trace_json(func: Any, trace: Any) -> s_tir.Schedule:
     except Exception as e:
         raise LoopError(f"the saved trace does not apply to this kernel: {_reason(e)}") from None
     return sch
+
+
+def basic_schedule(func: Any, head: str | None = None) -> list[LoopStep]:
+    """A sensible starting schedule, as a list of steps the user can edit: the head block's
+    reductions move outside its innermost spatial loop, which is vectorized (split by 16 when
+    long), its outermost non-unit spatial loop runs in parallel, and the element-wise blocks
+    after it are inlined or computed inside that parallel loop."""
+    sch = _sch(func)
+    blocks = list_blocks(sch)
+    head = head or blocks[0]
+    steps: list[LoopStep] = []
+
+    def attempt(step: LoopStep) -> bool:
+        nonlocal sch
+        try:
+            sch = apply_step(sch, step)
+        except LoopError:
+            return False
+        steps.append(step)
+        return True
+
+    loops = list_loops(sch, head)
+    # lowering names spatial loops i0, i1, ... and reduction loops r* (ops.py)
+    spatial = [l.name for l in loops if not l.name.startswith("r")]
+    reduce = [l.name for l in loops if l.name.startswith("r")]
+    if spatial:
+        inner = spatial[-1]
+        ext = next(l.extent for l in loops if l.name == inner)
+        if ext > 64 and ext % 16 == 0 and attempt(LoopStep.make("split", block=head, loop=inner, factors=[None, 16])):
+            spatial = spatial[:-1] + [f"{inner}_0"]
+            inner = f"{inner}_1"
+        if reduce:
+            attempt(LoopStep.make("reorder", block=head, loops=spatial + reduce + [inner]))
+        attempt(LoopStep.make("vectorize", block=head, loop=inner))
+    outer = next((l.name for l in list_loops(sch, head) if l.extent > 1 and not l.name.startswith("r")), None)
+    if outer:
+        attempt(LoopStep.make("parallel", block=head, loop=outer))
+    for b in reversed(blocks[1:]):
+        if not attempt(LoopStep.make("reverse_compute_inline", block=b)) and outer:
+            attempt(LoopStep.make("reverse_compute_at", block=b, target_block=head, loop=outer))
+    return steps

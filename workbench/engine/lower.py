@@ -16,7 +16,7 @@ import numpy as np
 import tvm
 from tvm import te
 
-from .layout import all_of
+from .layout import all_of, index_scope, simplify
 from .propagate import Kernel, Plan, base_layout
 
 __all__ = ["lower_kernel", "lower", "stored_constants"]
@@ -37,16 +37,18 @@ def _reader(plan: Plan, tensor: str, buffer: str, ten: te.Tensor):
     att = plan.book.attachment(tensor)
     if att is not None and buffer == plan.book.storage(tensor):
         base = base_layout(plan.graph, tensor)
-        return lambda idx, win=None: ten[tuple(plan.book.forward(tensor, base, list(idx)))]
+        return lambda idx, win=None: ten[tuple(map(simplify, plan.book.forward(tensor, base, list(idx))))]
     lay = plan.buffers[buffer].layout
-    return lambda idx, win=None: ten[tuple(lay.forward(list(idx), win))]
+    return lambda idx, win=None: ten[tuple(map(simplify, lay.forward(list(idx), win)))]
 
 
 def _stored_compute(lay, body):
     """The op's loops over the stored shape: back to logical indices, evaluate, mask padding."""
     def fcompute(*stored):
-        logical, conds = lay.inverse(list(stored))
-        return _guard(body(logical), conds)
+        with index_scope(zip(stored, lay.shape)) as ana:
+            logical, conds = lay.inverse(list(stored))
+            conds = [c for c in map(simplify, conds) if not (hasattr(c, "dtype") and ana.can_prove(c))]
+            return _guard(body([simplify(x) for x in logical]), conds)
 
     return fcompute
 

@@ -25,7 +25,7 @@ import numpy as np
 import tvm
 from tvm import te
 
-from .layout import Window, all_of
+from .layout import Window, all_of, bind_axis
 
 __all__ = ["OpDef", "OPS", "Reader"]
 
@@ -76,6 +76,13 @@ def _t(x: np.ndarray):
     return _torch().from_numpy(np.asarray(x, dtype=np.float64))
 
 
+def _raxis(extent: int, name: str) -> Any:
+    """A reduction axis whose range the lowering's index simplifier knows."""
+    ax = te.reduce_axis((0, extent), name)
+    bind_axis(ax.var, extent)
+    return ax
+
+
 def _nt(a: dict, key: str, nd: int, default: int) -> tuple[int, ...]:
     v = a.get(key, default)
     return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
@@ -103,8 +110,8 @@ def _conv_compute(readers, shapes, a, out):
 
     def body(idx):
         n, o, *y = idx
-        rc = te.reduce_axis((0, cg), "rc")
-        rk = [te.reduce_axis((0, k), f"rk{j}") for j, k in enumerate(ws[2:])]
+        rc = _raxis(cg, "rc")
+        rk = [_raxis(k, f"rk{j}") for j, k in enumerate(ws[2:])]
         c = (o // og) * cg + rc if g > 1 else rc
         pos = [y[j] * s[j] + rk[j] * d[j] - p[j] for j in range(nd)]
         win = {2 + j: Window(y[j], s[j], rk[j] * d[j] - p[j], -p[j], (ws[2 + j] - 1) * d[j] + 1, out[2 + j])
@@ -165,8 +172,8 @@ def _tconv_compute(readers, shapes, a, out):
 
     def body(idx):
         n, o, *y = idx
-        rc = te.reduce_axis((0, ws[0]), "rc")
-        rk = [te.reduce_axis((0, k), f"rk{j}") for j, k in enumerate(ws[2:])]
+        rc = _raxis(ws[0], "rc")
+        rk = [_raxis(k, f"rk{j}") for j, k in enumerate(ws[2:])]
         conds, pos = [], []
         for j in range(nd):
             t = y[j] + p[j] - rk[j]
@@ -212,7 +219,7 @@ def _mm_compute(readers, shapes, a, out):
 
     def body(idx):
         *b, i, j = idx
-        k = te.reduce_axis((0, k_ext), "k")
+        k = _raxis(k_ext, "rk")
         return te.sum(A([*b, i, k]) * (B([*b, j, k]) if tb else B([*b, k, j])), axis=k)
 
     return body
@@ -325,7 +332,7 @@ def _pool_compute(readers, shapes, a, out):
 
     def body(idx):
         n, c, *y = idx
-        rk = [te.reduce_axis((0, k[j]), f"rk{j}") for j in range(2)]
+        rk = [_raxis(k[j], f"rk{j}") for j in range(2)]
         pos = [y[j] * s[j] + rk[j] - p[j] for j in range(2)]
         win = {2 + j: Window(y[j], s[j], rk[j] - p[j], -p[j], k[j], out[2 + j]) for j in range(2)}
         fill = _f32(-3.0e38 if is_max else 0.0)
@@ -356,7 +363,7 @@ def _reduce_stage(name: str, X: Reader, shape: Shape, axis: int, fn: Callable[[A
     red = tuple(1 if d == axis else n for d, n in enumerate(shape))
 
     def f(*idx):
-        r = te.reduce_axis((0, shape[axis]), f"r_{name}")
+        r = _raxis(shape[axis], f"r_{name}")
         return fn([r if d == axis else i for d, i in enumerate(idx)], r)
 
     return te.compute(red, f, name=name)
