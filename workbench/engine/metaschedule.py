@@ -11,7 +11,9 @@ that failed to build or run; such candidates are skipped).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import shutil
 import json
 import math
 import re
@@ -154,6 +156,15 @@ class _Progress(PyMeasureCallback):
 ########## In-process measurement: no worker pools (they cost ~20 s to start on 2 cores) ##########
 
 _BUILT: dict[str, Any] = {}  # artifact path -> runtime module, from builder to runner
+_ROOT: list[Path] = []
+
+
+def _build_root() -> Path:
+    """One scratch folder per process for artifact names, removed at exit."""
+    if not _ROOT:
+        _ROOT.append(Path(tempfile.mkdtemp(prefix="alt-wb-build-")))
+        atexit.register(shutil.rmtree, _ROOT[0], ignore_errors=True)
+    return _ROOT[0]
 
 
 @derived_object
@@ -162,7 +173,7 @@ class InProcessBuilder(ms.builder.PyBuilder):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = Path(tempfile.mkdtemp(prefix="alt-wb-build-"))
+        self.tmp = _build_root()
 
     def build(self, build_inputs: list) -> list:
         from tvm.s_tir.meta_schedule.builder.local_builder import default_build

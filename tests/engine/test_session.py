@@ -1,0 +1,87 @@
+"""Sessions: actions, undo/redo, validation messages, atomic saving, safe names."""
+
+import json
+import os
+
+import pytest
+
+from workbench.engine import session as S
+from workbench.engine.errors import SessionError
+
+SPLIT = {"kind": "layout", "tensor": "conv", "primitive": "split", "args": {"dim": 1, "factors": [4, 16]}}
+LOOP = {"kind": "loop", "op": "conv", "primitive": "parallel", "args": {"block": "conv", "loop": "i1"}}
+
+
+def test_push_undo_redo():
+    s0 = S.new_session()
+    s2 = s0.push(SPLIT).push(LOOP)
+    assert [a["kind"] for a in s2.actions] == ["layout", "loop"]
+    s1 = s2.undo()
+    assert s1.actions == (SPLIT,) and s1.redo_stack == (LOOP,)
+    assert s1.redo() == s2
+    with pytest.raises(SessionError, match="nothing to redo"):
+        s2.redo()
+    with pytest.raises(SessionError, match="nothing to undo"):
+        s0.undo()
+
+
+def test_layout_action_changes_the_plan_and_loop_action_the_kernel():
+    st = S.replay(S.new_session().push(SPLIT).push(LOOP))
+    assert st.program.plan.layout_of("conv").shape == (1, 4, 16, 112, 112)
+    assert "T.parallel(4)" in st.scheduled("conv").script()
+    assert st.scheduled_program().build().verify().ok
+
+
+def test_refused_action_leaves_the_session_as_it_was():
+    s = S.new_session().push(SPLIT)
+    bad = {**SPLIT, "args": {"dim": 1, "factors": [3, 2]}}
+    with pytest.raises(SessionError, match=r"action 1 \(layout on 'conv'\): split factors \[3, 2\]"):
+        s.push(bad)
+    assert s.actions == (SPLIT,)
+
+
+def test_round_trip_through_json(tmp_path):
+    s = S.new_session("gmm", name="g", m=64, n=64, k=64).push(
+        {"kind": "layout", "tensor": "gmm", "preset": "nkn", "params": {"m": 16, "n": 16}})
+    p = S.save(s, tmp_path / "g.json")
+    assert S.load(p) == s and S.load(p).key() == s.key()
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda d: d.update(version=7), 'unsupported version 7'),
+    (lambda d: d.update(target={}), 'field "target": needs a "kind"'),
+    (lambda d: d.update(model={"zoo": "gmm", "bogus": 1}), "bad options"),
+    (lambda d: d["actions"].append({"kind": "layout", "tensor": "conv", "primitive": "split", "args": [1]}),
+     'field "args" must be an object'),
+    (lambda d: d["actions"].append({**SPLIT, "extra": 1}), 'unknown field "extra"'),
+])
+def test_loads_names_the_bad_field(mutate, fragment):
+    d = S.new_session().to_json()
+    mutate(d)
+    with pytest.raises(SessionError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        S.loads(json.dumps(d))
+
+
+def test_save_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "s.json"
+    S.save(S.new_session(), path)
+    before = path.read_bytes()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError, match="disk full"):
+        S.save(S.new_session().push(SPLIT), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", "", ".hidden", "x" * 100])
+def test_safe_path_refuses_names_that_escape(name, tmp_path):
+    with pytest.raises(SessionError, match="invalid session name"):
+        S.safe_path(tmp_path, name)
+
+
+def test_safe_path_accepts_plain_names(tmp_path):
+    assert S.safe_path(tmp_path, "r18_stem-v2.1") == tmp_path / "r18_stem-v2.1.json"
