@@ -124,6 +124,14 @@ def cmd_bench(a: argparse.Namespace) -> int:
         bar.set_postfix_str(msg)
         bar.update(1)
 
+    if a.search_study:
+        from .engine.bench import search_study
+
+        bar.total = len(suite) * 4
+        search_study(suite, a.search_study, out, target, on_step=step)
+        bar.close()
+        print((out / "search.md").read_text())
+        return 0
     rows = run_bench(suite, a.budget, out, target, search=a.search, on_step=step)
     bar.close()
     for name, tuners in curves(out).items():
@@ -168,6 +176,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--only", help="comma-separated workload names")
     b.add_argument("--search", choices=["model", "random"], default="model")
     b.add_argument("--target")
+    b.add_argument("--search-study", type=int, metavar="BUDGET",
+                   help="instead: the joint stage alone, cost-model-guided vs random search, at this budget")
     b.add_argument("--out", default=f"benchmarks/results/{time.strftime('%Y-%m-%d')}")
     b.set_defaults(fn=cmd_bench)
     c = sub.add_parser("ceilings", help="measure and print this machine's compute and bandwidth ceilings")

@@ -240,3 +240,31 @@ def curves(out_dir: Path) -> dict[str, dict[str, list[dict]]]:
         name, _, tuner = p.stem.rpartition("_")
         out.setdefault(name, {})[tuner] = read_progress(p)
     return out
+
+
+def search_study(suite: list[Workload], joint_budget: int, out_dir: Path, target: dict, *, seeds: tuple[int, ...] = (0, 1),
+                 per_candidate: int = 4, on_step: Callable[[str], None] | None = None) -> list[dict]:
+    """The joint stage alone (no loop-only stage) with the cost-model-guided search and with
+    random sampling, at the same budget and seeds: does the guided search find better layouts?"""
+    rows = []
+    for w in suite:
+        graph, op = workload_graph(w)
+        for seed in seeds:
+            row: dict[str, Any] = {"workload": w.name, "seed": seed, "budget": joint_budget}
+            for search in ("model", "random"):
+                if on_step:
+                    on_step(f"{w.name} seed {seed}: {search} search")
+                jr = joint_tune(graph, LayoutBook(), op, target, Path(out_dir) / "work" / f"{w.name}_{search}_{seed}",
+                                joint_budget, joint_fraction=1.0, per_candidate=per_candidate, search=search, seed=seed)
+                row[f"{search}_ms"], row[f"{search}_layout"] = jr.best_ms, jr.best.label
+            row["model_vs_random"] = _ratio(row["random_ms"], row["model_ms"])
+            rows.append(row)
+    lines = ["| workload | seed | budget | model-guided ms | random ms | random / guided | guided layout |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['workload']} | {r['seed']} | {r['budget']} | {_fmt(r['model_ms'])} | {_fmt(r['random_ms'])} | "
+              f"{_fmt(r['model_vs_random'])} | {r['model_layout']} |" for r in rows]
+    lines += ["", f"Geometric mean, random / guided: {_fmt(_geomean([r['model_vs_random'] for r in rows]))}x "
+                  "(above 1: the guided search found faster layouts at the same budget)."]
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "search.md").write_text("\n".join(lines) + "\n")
+    return rows

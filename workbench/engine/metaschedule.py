@@ -185,8 +185,8 @@ class InProcessBuilder(ms.builder.PyBuilder):
             except Exception as e:  # a candidate TVM cannot build: recorded with its error
                 out.append(ms.builder.BuilderResult(None, f"build failed: {_err(e)}"))
                 continue
-            folder = Path(tempfile.mkdtemp(dir=self.tmp))
-            path = str(folder / "module.mem")
+            self.tmp.mkdir(parents=True, exist_ok=True)  # someone may have cleaned /tmp meanwhile
+            path = str(Path(tempfile.mkdtemp(dir=self.tmp)) / "module.mem")  # the runner's key
             _BUILT[path] = rt
             out.append(ms.builder.BuilderResult(path, None))
         return out
