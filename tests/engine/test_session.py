@@ -62,6 +62,81 @@ def test_loads_names_the_bad_field(mutate, fragment):
         S.loads(json.dumps(d))
 
 
+LOOP2 = {"kind": "loop", "op": "conv", "primitive": "vectorize", "args": {"block": "conv", "loop": "i4"}}
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda d: d.update(name=5), 'field "name" must be a str'),
+    (lambda d: d.update(actions={}), 'field "actions" must be a list'),
+    (lambda d: d["actions"].append(7), "action 2: must be an object"),
+    (lambda d: d["actions"].append({"kind": "loop", "primitive": "parallel", "args": {}}),
+     'action 2 (loop): missing field "op"'),
+    (lambda d: d["actions"].append({"kind": "layout", "tensor": 5, "primitive": "split", "args": {}}),
+     'action 2 (layout): field "tensor" must be a string'),
+    (lambda d: d["actions"].append({"kind": "tuned", "op": "conv"}), 'action 2 (tuned): missing field "trace"'),
+    (lambda d: d["actions"].append({"kind": "loop", "op": "conv", "primitive": "parallel",
+                                    "args": {"block": "conv", "loop": "nope"}}),
+     "action 2 (loop on 'conv'): step 1: parallel(block='conv', loop='nope'): block 'conv' has no loop 'nope'"),
+    (lambda d: d["actions"].insert(0, {**SPLIT, "args": {"dim": 9, "factors": [4, 16]}}), "action 0 (layout on 'conv')"),
+])
+def test_loads_names_the_action_index_and_field(mutate, fragment):
+    d = S.new_session().push(SPLIT).push(LOOP).to_json()
+    mutate(d)
+    with pytest.raises(SessionError) as e:
+        S.loads(json.dumps(d))
+    assert fragment in str(e.value)
+
+
+def test_round_trip_keeps_every_action_kind(tmp_path):
+    s = S.new_session().push(SPLIT).push(LOOP).push(LOOP2)
+    st = S.replay(s)
+    from workbench.engine.loops import apply_steps, trace_json
+
+    trace = trace_json(apply_steps(st.program.funcs["conv"], st.steps["conv"]))
+    s = s.push({"kind": "tuned", "op": "conv", "trace": trace, "latency_ms": 1.5,
+                "layouts": [{"kind": "layout", "tensor": "conv", "preset": "blocked", "params": {"factor": 16}}]})
+    path = S.save(s, S.safe_path(tmp_path, s.name))
+    back = S.load(path)
+    assert back == s and S.dumps(back) == path.read_text()
+    assert S.replay(back).scheduled("conv").script() == S.replay(s).scheduled("conv").script()
+
+
+def test_example_sessions_are_stored_as_saved():
+    from pathlib import Path
+
+    for p in sorted((Path(__file__).resolve().parents[2] / "sessions").glob("*.json")):
+        assert S.dumps(S.load(p)) == p.read_text(), p.name
+
+
+def test_save_is_atomic_when_the_write_fails(tmp_path, monkeypatch):
+    path = tmp_path / "s.json"
+    S.save(S.new_session(), path)
+    before = path.read_bytes()
+
+    real_fdopen = os.fdopen
+
+    class Half:  # the text is half written, then the disk fills up
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+        def write(self, text):
+            self.f.write(text[: len(text) // 2])
+            self.f.flush()
+            raise OSError("No space left on device")
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: Half(real_fdopen(fd, mode)))
+    with pytest.raises(OSError, match="No space left"):
+        S.save(S.new_session().push(SPLIT), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
 def test_save_is_atomic(tmp_path, monkeypatch):
     path = tmp_path / "s.json"
     S.save(S.new_session(), path)

@@ -183,7 +183,7 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
         prog = make_program(graph)
         ms_res = tune_loops([TuneTask(op, prog.funcs[op], prog.flops[op])], target, out_dir / "work" / w.name / "ms",
                             budget, stage="loop", progress_path=out_dir / "progress" / f"{w.name}_metaschedule.jsonl",
-                            seed=seed)[op]
+                            seed=seed, isolated=False)[op]
         ok_a = ms_res.best_ms is not None and _verified(graph, LayoutBook(), op, ms_res.trace, target)[0]
         say(f"{w.name}: joint layout+loop, budget {budget}")
         jr = joint_tune(graph, LayoutBook(), op, target, out_dir / "work" / w.name / "joint", budget, search=search,

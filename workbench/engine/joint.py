@@ -124,8 +124,12 @@ def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Ra
 def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int, *,
                joint_fraction: float = 0.3, per_candidate: int = 8, search: str = "model",
                progress_path: Path | None = None, rpc: RpcConfig | None = None, seed: int = 0,
-               on_candidate: Callable[[Candidate, float | None], None] | None = None) -> JointResult:
-    """Joint stage then loop-only stage for ``op``; ``budget`` counts hardware measurements."""
+               on_candidate: Callable[[Candidate, float | None], None] | None = None,
+               isolated: bool = False) -> JointResult:
+    """Joint stage then loop-only stage for ``op``; ``budget`` counts hardware measurements.
+
+    Candidates are measured in this process unless ``isolated`` (see ``tune_loops``): the
+    joint stage starts many short tunings, and TVM's worker pools cost seconds each."""
     if search not in ("model", "random"):
         raise TuneError(f"search must be 'model' or 'random', got {search!r}")
     if budget < 2:
@@ -146,7 +150,8 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
             scored[cand] = math.inf  # a template that does not fit this op: skip it
             continue
         res = tune_loops([task], target, work_dir / f"cand{k}", per_candidate, stage="joint",
-                         progress_path=progress_path, rpc=rpc, layout_label=cand.label, seed=seed + k)[op]
+                         progress_path=progress_path, rpc=rpc, layout_label=cand.label, seed=seed + k,
+                         isolated=isolated)[op]
         used += res.measurements
         scored[cand] = res.best_ms if res.best_ms is not None else math.inf
         results[cand] = (res, work_dir / f"cand{k}", task)
@@ -159,7 +164,8 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     left = budget - used
     if left > 0:  # loop-only stage on the chosen layout, resuming from its records
         res = tune_loops([task], target, wd, res.measurements + left, stage="loop",
-                         progress_path=progress_path, rpc=rpc, layout_label=best.label, seed=seed + 1000)[op]
+                         progress_path=progress_path, rpc=rpc, layout_label=best.label, seed=seed + 1000,
+                         isolated=isolated)[op]
         used = used - results[best][0].measurements + res.measurements
     return JointResult(op, best, res.best_ms, res.trace, [(c, scored[c]) for c in scored], used)
 

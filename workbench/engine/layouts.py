@@ -174,3 +174,14 @@ def preset_actions(graph: Graph, preset: str, target: str, **params: Any) -> lis
         return fn(graph, target, **{**defaults, **params})
     except TypeError as e:
         raise LayoutError(f"preset {preset}: {e}") from None
+
+
+def access_text(lay: Layout) -> str:
+    """How an access to the logical element is rewritten under ``lay``, e.g.
+    ``[n, c, h, w] → [n, c // 16, h, w, c % 16]`` (shown before a primitive is applied)."""
+    import tvm
+
+    names = [n.lower() for n in lay.names]
+    names = [n if names.count(n) == 1 else f"{n}{i}" for i, n in enumerate(names)]
+    idx = lay.forward([tvm.tirx.Var(n, "int32") for n in names])
+    return f"[{', '.join(names)}] → [{', '.join(str(i) for i in idx)}]"

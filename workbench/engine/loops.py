@@ -1,269 +1,606 @@
-"""Loop primitives on a kernel's PrimFunc, through ``tvm.s_tir.Schedule``.
+"""Loop primitives on a kernel's PrimFunc, through ``tvm.s_tir.Schedule``, as replayable steps.
 
-Blocks are addressed by name (an op's block has the op's name) and loops by ``(block, loop
-variable)`` as printed in TVMScript: ``i0`` .. for a kernel's stored dims, ``i0_0, i0_1``
-after a split, ``i0_i1_fused`` after a fuse. Replaying the same steps gives the same names.
-Every primitive works on a copy; a refusal raises ``LoopError`` naming the primitive, its
-arguments and TVM's reason, and leaves the input untouched.
+A step is a ``LoopStep``: a primitive named as TVM names it (``split``, ``fuse``, ...) with
+its arguments. Blocks are addressed by name (``list_blocks``) and loops by ``(block, loop
+name)`` (``list_loops``), where a loop's name is the loop variable as TVMScript prints it:
+``i0`` for an op's first dim, ``i0_0, i0_1`` after a split, ``i0_i1_fused`` after a fuse,
+``ax0, ax1`` for the loops TVM creates (cache_read/cache_write, compute_at), ``j_init`` for a
+decomposed reduction's init. When an outer loop of the same block already has a name, the inner
+one gets ``_1`` (then ``_2``...), as the printer does. Blocks TVM creates are named by TVM:
+``A_global`` (cache_read of ``A``), ``C_global`` (cache_write of ``C``), ``C_init`` and
+``C_update`` (decompose_reduction of ``C``, which renames ``C``). All names depend only on
+the steps, so replaying the same steps gives the same names.
 
->>> from tvm import te
->>> A = te.placeholder((64,), name="A")
->>> B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
->>> f = te.create_prim_func([A, B])
->>> [(l.name, l.extent) for l in list_loops(f, "B")]                  # before
-[('i', 64)]
->>> sch = apply_step(f, LoopStep.make("split", block="B", loop="i", factors=[4, None]))
->>> [(l.name, l.extent) for l in list_loops(sch, "B")]                # after split
-[('i_0', 4), ('i_1', 16)]
+Every primitive works on a copy. Bad arguments and TVM's refusals raise ``LoopError`` naming
+the primitive, its arguments and the reason; the input is left untouched.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass
-from typing import Any, Sequence
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Sequence, Union
 
 import tvm
-from tvm import s_tir
+from tvm import s_tir, tirx
 
 from .errors import LoopError
 
-__all__ = ["LoopStep", "LoopInfo", "PRIMITIVES", "list_blocks", "list_loops", "apply_step", "apply_steps",
-           "script", "diff", "trace_json", "apply_trace_json", "basic_schedule"]
+__all__ = ["LoopStep", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
+           "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "basic_schedule"]
 
-#: primitive -> (argument kinds, one-line doc); kinds drive the app's forms and validation
-PRIMITIVES: dict[str, tuple[dict[str, str], str]] = {
-    "split": ({"block": "block", "loop": "loop", "factors": "ints"}, "split a loop into nested loops (one factor may be null)"),
-    "reorder": ({"block": "block", "loops": "loops"}, "reorder loops of a block (outermost first)"),
-    "fuse": ({"block": "block", "loops": "loops"}, "fuse consecutive loops into one"),
-    "vectorize": ({"block": "block", "loop": "loop"}, "vectorize a spatial loop"),
-    "unroll": ({"block": "block", "loop": "loop"}, "unroll a loop"),
-    "parallel": ({"block": "block", "loop": "loop"}, "run a loop's iterations on several cores"),
-    "cache_read": ({"block": "block", "read_index": "int", "scope": "str"}, "read an input through a cache buffer"),
-    "cache_write": ({"block": "block", "write_index": "int", "scope": "str"}, "write the output through a cache buffer"),
-    "compute_at": ({"block": "block", "target_block": "block", "loop": "loop"}, "compute a producer inside a consumer's loop"),
-    "reverse_compute_at": ({"block": "block", "target_block": "block", "loop": "loop"}, "compute a consumer inside a producer's loop"),
-    "compute_inline": ({"block": "block"}, "inline a producer into its consumers"),
-    "reverse_compute_inline": ({"block": "block"}, "inline a consumer into its producer"),
-    "decompose_reduction": ({"block": "block", "loop": "loop"}, "separate a reduction's init above a loop"),
+FuncOrSchedule = Union[tirx.PrimFunc, tvm.IRModule, s_tir.Schedule]
+
+
+########## Steps and primitive specs ##########
+
+def _freeze(v: Any) -> Any:
+    return tuple(_freeze(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _thaw(v: Any) -> Any:
+    return [_thaw(x) for x in v] if isinstance(v, tuple) else v
+
+
+@dataclass(frozen=True, slots=True)
+class PrimitiveSpec:
+    """What a loop primitive takes: enough to draw its form and validate its arguments.
+
+    ``args`` maps each argument, in form order, to its kind: ``block`` (a block name),
+    ``loop`` / ``loops`` (loop names of the block named by the ``loop_of`` argument),
+    ``int``, ``ints`` (a list of ints, one may be None) or ``str``. ``tvm_args`` are the
+    arguments passed on to the ``tvm.s_tir.Schedule`` method of the same name, in order
+    (``*loops`` is spread).
+    """
+
+    args: dict[str, str]
+    doc: str
+    tvm_args: tuple[str, ...]
+    defaults: dict[str, Any] = field(default_factory=dict)
+    loop_of: str = "block"
+
+
+def _spec(kinds: str, doc: str, tvm_args: str, **extra: Any) -> PrimitiveSpec:
+    args = dict(a.split(":") for a in kinds.split())
+    return PrimitiveSpec(args, doc, tuple(tvm_args.split()), **extra)
+
+
+_LOOP = "block:block loop:loop"
+#: primitive name -> spec; the names and arguments are TVM's (and part of the session format)
+PRIMITIVES: dict[str, PrimitiveSpec] = {
+    "split": _spec(_LOOP + " factors:ints", "split a loop into nested loops, outermost first (one factor may be "
+                   "null: inferred)", "loop factors"),
+    "reorder": _spec("block:block loops:loops", "put these loops of a block in this order (outermost first)", "*loops"),
+    "fuse": _spec("block:block loops:loops", "fuse consecutive loops into one", "*loops"),
+    "vectorize": _spec(_LOOP, "run a spatial loop as SIMD lanes", "loop"),
+    "unroll": _spec(_LOOP, "unroll a loop", "loop"),
+    "parallel": _spec(_LOOP, "run a spatial loop's iterations on several cores", "loop"),
+    "cache_read": _spec("block:block read_index:int scope:str", "read a block's input through a copy (block "
+                        "<buffer>_<scope>)", "block read_index scope", defaults={"scope": "global"}),
+    "cache_write": _spec("block:block write_index:int scope:str", "write a block's output through a copy (block "
+                         "<buffer>_<scope>)", "block write_index scope", defaults={"scope": "global"}),
+    "compute_at": _spec("block:block target_block:block loop:loop", "compute a producer under a loop of its consumer",
+                        "block loop", loop_of="target_block"),
+    "reverse_compute_at": _spec("block:block target_block:block loop:loop", "compute a consumer under a loop of "
+                                "its producer", "block loop", loop_of="target_block"),
+    "compute_inline": _spec("block:block", "inline an element-wise producer into its consumers", "block"),
+    "reverse_compute_inline": _spec("block:block", "inline an element-wise consumer into its producer", "block"),
+    "decompose_reduction": _spec(_LOOP, "move a reduction's init above a loop (block <name>_init; the block "
+                                 "becomes <name>_update)", "block loop"),
 }
-_DEFAULTS = {"scope": "global"}
 
 
 @dataclass(frozen=True, slots=True)
 class LoopStep:
-    """One loop primitive with its arguments, hashable and JSON-able."""
+    """One loop primitive with its arguments; hashable, JSON-able, printable.
+
+    >>> step = LoopStep.make("split", loop="i", block="C", factors=[None, 16])
+    >>> step
+    LoopStep(primitive='split', args=(('block', 'C'), ('loop', 'i'), ('factors', (None, 16))))
+    >>> print(step)
+    split(block='C', loop='i', factors=[None, 16])
+    >>> step.to_json()
+    {'primitive': 'split', 'args': {'block': 'C', 'loop': 'i', 'factors': [None, 16]}}
+    >>> LoopStep.from_json(step.to_json()) == step
+    True
+    """
 
     primitive: str
     args: tuple[tuple[str, Any], ...]
 
     @staticmethod
-    def make(primitive: str, **args: Any) -> "LoopStep":
-        freeze = lambda v: tuple(freeze(x) for x in v) if isinstance(v, (list, tuple)) else v  # noqa: E731
-        return LoopStep(primitive, tuple((k, freeze(v)) for k, v in args.items()))
+    def make(primitive: str, **args: Any) -> LoopStep:
+        """A step with its defaults filled in and its arguments in the spec's order (lists become tuples)."""
+        spec = PRIMITIVES.get(primitive)
+        if spec is not None:
+            args = {**spec.defaults, **args}
+            args = {**{k: args[k] for k in spec.args if k in args}, **args}
+        return LoopStep(primitive, tuple((k, _freeze(v)) for k, v in args.items()))
 
     @property
     def kwargs(self) -> dict[str, Any]:
-        thaw = lambda v: [thaw(x) for x in v] if isinstance(v, tuple) else v  # noqa: E731
-        return {k: thaw(v) for k, v in self.args}
+        """The arguments as a dict, tuples back to lists."""
+        return {k: _thaw(v) for k, v in self.args}
 
     def to_json(self) -> dict:
+        """``{"primitive": ..., "args": {...}}`` with lists (the session file form)."""
         return {"primitive": self.primitive, "args": self.kwargs}
 
     @staticmethod
-    def from_json(d: dict) -> "LoopStep":
+    def from_json(d: dict) -> LoopStep:
+        """The inverse of ``to_json``."""
+        if not isinstance(d, dict) or not isinstance(d.get("primitive"), str) or not isinstance(d.get("args", {}), dict):
+            raise LoopError(f'a loop step is {{"primitive": str, "args": {{...}}}}, got {d!r}')
         return LoopStep.make(d["primitive"], **d.get("args", {}))
 
     def __str__(self) -> str:
-        return f"{self.primitive}({', '.join(f'{k}={v}' for k, v in self.kwargs.items())})"
+        return f"{self.primitive}({', '.join(f'{k}={v!r}' for k, v in self.kwargs.items())})"
 
 
 @dataclass(frozen=True, slots=True)
 class LoopInfo:
+    """One loop around a block: its name, extent, kind (``serial``, ``parallel``, ``vectorized``,
+    ``unrolled``, ``thread_binding``), depth (0 = outermost) and whether it feeds one of the
+    block's reduction iterators."""
+
     block: str
     name: str
     extent: int
-    kind: str  # serial | parallel | vectorized | unrolled | thread
+    kind: str
     depth: int
+    reduction: bool = False
 
 
-def _sch(func_or_sch: Any) -> s_tir.Schedule:
+########## Reading a schedule ##########
+
+def _func(func_or_sch: FuncOrSchedule) -> tirx.PrimFunc:
+    """The (scheduled) PrimFunc."""
+    if isinstance(func_or_sch, s_tir.Schedule):
+        return func_or_sch.mod["main"]
+    if isinstance(func_or_sch, tvm.IRModule):
+        funcs = [f for f in func_or_sch.functions.values() if isinstance(f, tirx.PrimFunc)]
+        if "main" in [gv.name_hint for gv in func_or_sch.functions]:
+            return func_or_sch["main"]
+        if len(funcs) != 1:
+            raise LoopError(f"a module to schedule needs a 'main' or a single PrimFunc; it has {len(funcs)}")
+        return funcs[0]
+    if not isinstance(func_or_sch, tirx.PrimFunc):
+        raise LoopError(f"expected a PrimFunc, IRModule or Schedule, got {type(func_or_sch).__name__}")
+    return func_or_sch
+
+
+def _schedule(func_or_sch: FuncOrSchedule) -> s_tir.Schedule:
+    """A copy of the schedule, or a new schedule of the function (as ``main``)."""
     if isinstance(func_or_sch, s_tir.Schedule):
         return func_or_sch.copy()
-    mod = func_or_sch if isinstance(func_or_sch, tvm.IRModule) else tvm.IRModule({"main": func_or_sch})
-    return s_tir.Schedule(mod)
+    return s_tir.Schedule(tvm.IRModule({"main": _func(func_or_sch)}))
 
 
-def list_blocks(func_or_sch: Any) -> list[str]:
-    """Names of every block but the root, in program order."""
-    sch = func_or_sch if isinstance(func_or_sch, s_tir.Schedule) else _sch(func_or_sch)
-    names: list[str] = []
+def _nests(func_or_sch: FuncOrSchedule) -> list[tuple[s_tir.SBlockRealize, list[tirx.For]]]:
+    """Every block but the root, in program order, with the loops between it and its parent block.
 
-    def visit(parent: Any) -> None:
-        for b in sch.get_child_blocks(parent):
-            names.append(sch.get(b).name_hint)
-            visit(b)
+    Read from the IR rather than through the schedule, so that looking adds nothing to the trace.
+    """
+    func = _func(func_or_sch)
+    out: list[tuple[s_tir.SBlockRealize, list[tirx.For]]] = []
 
-    visit(sch.get_sblock("root"))
-    return names
+    def walk(stmt: Any, loops: list[tirx.For]) -> None:
+        if isinstance(stmt, s_tir.SBlockRealize):
+            if not stmt.same_as(func.body):
+                out.append((stmt, loops))
+            walk(stmt.block.body, [])
+        elif isinstance(stmt, tirx.For):
+            walk(stmt.body, loops + [stmt])
+        elif isinstance(stmt, tirx.SeqStmt):
+            for child in stmt.seq:
+                walk(child, loops)
+        elif isinstance(stmt, tirx.IfThenElse):
+            walk(stmt.then_case, loops)
+            walk(stmt.else_case, loops)
+        elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
+            walk(stmt.body, loops)
 
-
-def _kind(kind: Any) -> str:
-    return {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled"}.get(int(kind), "thread")
-
-
-def list_loops(func_or_sch: Any, block: str) -> list[LoopInfo]:
-    """The loops around ``block``, outermost first, with extents and kinds."""
-    sch = _sch(func_or_sch)
-    b = _block(sch, block)
-    out = []
-    for d, lv in enumerate(sch.get_loops(b)):
-        loop = sch.get(lv)
-        out.append(LoopInfo(block, loop.loop_var.name, int(loop.extent), _kind(loop.kind), d))
+    walk(func.body, [])
     return out
 
 
-def _block(sch: s_tir.Schedule, name: Any) -> Any:
-    if not isinstance(name, str):
-        raise LoopError(f"a block name must be a string, got {name!r}")
-    if name not in list_blocks(sch):
-        raise LoopError(f"unknown block {name!r}; blocks: {', '.join(list_blocks(sch))}")
-    return sch.get_sblock(name)
+def list_blocks(func_or_sch: FuncOrSchedule) -> list[str]:
+    """Names of the blocks, in program order, without the root block.
+
+    Parameters
+    ----------
+    func_or_sch : PrimFunc, IRModule or Schedule
+
+    Returns
+    -------
+    list of str
+    """
+    return [realize.block.name_hint for realize, _ in _nests(func_or_sch)]
 
 
-def _loop(sch: s_tir.Schedule, block: str, name: Any) -> Any:
-    lvs = sch.get_loops(_block(sch, block))
-    names = [sch.get(lv).loop_var.name for lv in lvs]
-    if name not in names:
-        raise LoopError(f"block {block} has no loop {name!r}; its loops: {', '.join(names) or 'none'}")
-    return lvs[names.index(name)]
+def _names(raw: Sequence[str]) -> list[str]:
+    """Loop names as the printer shows them: a name already used further out gets ``_1``, ``_2``..."""
+    out: list[str] = []
+    for name in raw:
+        new, n = name, 0
+        while new in out:
+            n += 1
+            new = f"{name}_{n}"
+        out.append(new)
+    return out
 
 
-def _int(v: Any, what: str) -> int:
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise LoopError(f"{what} must be an integer, got {v!r}")
-    return v
+def list_loops(func_or_sch: FuncOrSchedule, block: str) -> list[LoopInfo]:
+    """The loops around ``block`` (up to its parent block), outermost first.
+
+    Parameters
+    ----------
+    func_or_sch : PrimFunc, IRModule or Schedule
+    block : str
+        A name from ``list_blocks``.
+
+    Returns
+    -------
+    list of LoopInfo
+
+    Raises
+    ------
+    LoopError
+        When there is no such block.
+    """
+    nests = _nests(func_or_sch)
+    found = [(r, loops) for r, loops in nests if r.block.name_hint == block]
+    if not found:
+        raise LoopError(f"unknown block {block!r}; blocks: {', '.join(r.block.name_hint for r, _ in nests)}")
+    realize, loops = found[0]
+    reduce_vars = [v for iv, e in zip(realize.block.iter_vars, realize.iter_values)
+                   if iv.iter_type == tirx.IterVar.CommReduce for v in tirx.analysis.undefined_vars(e)]
+    return [LoopInfo(block, name, int(f.extent), tirx.ForKind(int(f.kind)).name.lower(), d,
+                     any(f.loop_var.same_as(v) for v in reduce_vars))
+            for d, (name, f) in enumerate(zip(_names([f.loop_var.name for f in loops]), loops))]
 
 
-def _run(sch: s_tir.Schedule, step: LoopStep) -> None:
-    spec = PRIMITIVES.get(step.primitive)
-    if spec is None:
-        raise LoopError(f"unknown loop primitive {step.primitive!r}; known: {', '.join(PRIMITIVES)}")
-    a = {**{k: v for k, v in _DEFAULTS.items() if k in spec[0]}, **step.kwargs}
-    missing, extra = set(spec[0]) - set(a), set(a) - set(spec[0])
-    if missing or extra:
-        raise LoopError(f"{step.primitive} takes {sorted(spec[0])}; "
-                        + (f"missing {sorted(missing)}" if missing else f"unexpected {sorted(extra)}"))
-    p, blk = step.primitive, a["block"]
-    if p == "split":
-        lv = _loop(sch, blk, a["loop"])
-        fs = a["factors"]
-        if not isinstance(fs, list) or len(fs) < 2 or sum(f is None for f in fs) > 1:
-            raise LoopError(f"split factors must be a list of 2 or more, at most one null; got {fs!r}")
-        extent = int(sch.get(lv).extent)
-        known = math.prod(_int(f, "a split factor") for f in fs if f is not None)
-        if any(f is not None and f <= 0 for f in fs):
-            raise LoopError(f"split factors must be positive, got {fs}")
-        if None not in fs and known != extent:
-            raise LoopError(f"split factors {fs} multiply to {known} but loop {a['loop']} has extent {extent}")
-        sch.split(lv, factors=fs)
-    elif p in ("reorder", "fuse"):
-        if not isinstance(a["loops"], list) or len(a["loops"]) < (2 if p == "fuse" else 1):
-            raise LoopError(f"{p} needs a list of loops, got {a['loops']!r}")
-        lvs = [_loop(sch, blk, n) for n in a["loops"]]
-        sch.reorder(*lvs) if p == "reorder" else sch.fuse(*lvs)
-    elif p in ("vectorize", "unroll", "parallel", "decompose_reduction"):
-        lv = _loop(sch, blk, a["loop"])
-        if p == "decompose_reduction":
-            sch.decompose_reduction(_block(sch, blk), lv)
-        else:
-            getattr(sch, p)(lv)
-    elif p in ("cache_read", "cache_write"):
-        key = "read_index" if p == "cache_read" else "write_index"
-        getattr(sch, p)(_block(sch, blk), _int(a[key], key), str(a["scope"]))
-    elif p in ("compute_at", "reverse_compute_at"):
-        b = _block(sch, blk)
-        getattr(sch, p)(b, _loop(sch, a["target_block"], a["loop"]))
-    else:
-        getattr(sch, p)(_block(sch, blk))
+def script(func_or_sch: FuncOrSchedule) -> str:
+    """The (scheduled) function as TVMScript.
 
+    Parameters
+    ----------
+    func_or_sch : PrimFunc, IRModule or Schedule
 
-def _reason(err: Exception) -> str:
-    """TVM's reason in a line or two, without the C++ backtrace."""
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    keep = [ln for ln in lines if not ln.startswith(("File ", "at ", "#", "Stack trace", "0:", "1:"))
-            and "ScheduleError: An error occurred" not in ln]
-    for ln in keep:
-        if "Error" in ln or "error" in ln:
-            msg = ln.split("Error:", 1)[-1].strip()
-            break
-    else:
-        msg = keep[-1] if keep else type(err).__name__
-    return msg[:400]
-
-
-def apply_step(func_or_sch: Any, step: LoopStep) -> s_tir.Schedule:
-    """Apply one primitive to a copy of the schedule (or to a fresh schedule of a PrimFunc)."""
-    sch = _sch(func_or_sch)
-    try:
-        _run(sch, step)
-    except LoopError as e:
-        raise LoopError(f"{step}: {e}") from None
-    except Exception as e:  # TVM's ScheduleError, TVMError, ValueError...
-        raise LoopError(f"{step} refused by TVM: {_reason(e)}") from None
-    return sch
-
-
-def apply_steps(func: Any, steps: Sequence[LoopStep]) -> s_tir.Schedule:
-    """Apply several primitives in order; the error names the failing step's index."""
-    sch = _sch(func)
-    for i, step in enumerate(steps):
-        try:
-            sch = apply_step(sch, step)
-        except LoopError as e:
-            raise LoopError(f"loop step {i}: {e}") from None
-    return sch
-
-
-def script(func_or_sch: Any) -> str:
-    """The (scheduled) function as TVMScript."""
-    if isinstance(func_or_sch, s_tir.Schedule):
-        return func_or_sch.mod["main"].script()
-    return func_or_sch.script()
+    Returns
+    -------
+    str
+        ``func.script()`` of the function (of the schedule's ``main``).
+    """
+    return _func(func_or_sch).script()
 
 
 def diff(before: str, after: str) -> str:
+    """A unified diff of two scripts, for display.
+
+    Parameters
+    ----------
+    before, after : str
+        Scripts, e.g. from ``script``.
+
+    Returns
+    -------
+    str
+        The diff with ``--- before`` / ``+++ after`` headers; ``''`` when the scripts are equal.
+    """
     return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), "before", "after"))
 
 
+########## Applying steps ##########
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+#: argument kind -> (test, what a value must be)
+_KINDS: dict[str, tuple[Any, str]] = {
+    "block": (lambda v: isinstance(v, str), "a block name"),
+    "loop": (lambda v: isinstance(v, str), "a loop name"),
+    "loops": (lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v), "a list of loop names"),
+    "int": (_is_int, "an integer"),
+    "ints": (lambda v: isinstance(v, list) and v and all(x is None or _is_int(x) for x in v),
+             "a list of integers (or null)"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _validate(sch: s_tir.Schedule, step: LoopStep) -> tuple[dict[str, Any], list[LoopInfo]]:
+    """The step's arguments (defaults filled in) and the loops they name, all checked; else LoopError."""
+    p = step.primitive
+    spec = PRIMITIVES.get(p)
+    if spec is None:
+        raise LoopError(f"unknown loop primitive {p!r}; known: {', '.join(PRIMITIVES)}")
+    a = {**spec.defaults, **step.kwargs}
+    if missing := [k for k in spec.args if k not in a]:
+        raise LoopError(f"missing argument(s) {', '.join(missing)}; {p} takes {', '.join(spec.args)}")
+    if extra := [k for k in a if k not in spec.args]:
+        raise LoopError(f"unexpected argument(s) {', '.join(extra)}; {p} takes {', '.join(spec.args)}")
+    for k, kind in spec.args.items():
+        test, want = _KINDS[kind]
+        if not test(a[k]):
+            raise LoopError(f"{k} must be {want}, got {a[k]!r}")
+    blocks = {r.block.name_hint: r.block for r, _ in _nests(sch)}
+    if unknown := [a[k] for k, kind in spec.args.items() if kind == "block" and a[k] not in blocks]:
+        raise LoopError(f"unknown block {unknown[0]!r}; blocks: {', '.join(blocks)}")
+    loops: list[LoopInfo] = []
+    if key := _loop_arg(spec):
+        owner, wanted = a[spec.loop_of], a[key] if spec.args[key] == "loops" else [a[key]]
+        infos = {info.name: info for info in list_loops(sch, owner)}
+        if unknown := [n for n in wanted if n not in infos]:
+            raise LoopError(f"block {owner!r} has no loop {unknown[0]!r}; its loops: {', '.join(infos) or 'none'}")
+        if len(set(wanted)) != len(wanted):
+            raise LoopError(f"a loop is named twice in {wanted}")
+        loops = [infos[n] for n in wanted]
+    _check(p, a, loops, blocks[a["block"]])
+    return a, loops
+
+
+def _loop_arg(spec: PrimitiveSpec) -> str | None:
+    return next((k for k, kind in spec.args.items() if kind in ("loop", "loops")), None)
+
+
+def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any) -> None:
+    """The cheap preconditions, checked before TVM is asked."""
+    if p == "split":
+        fs = a["factors"]
+        free = [f for f in fs if f is None or f == -1]
+        known = math.prod(f for f in fs if f is not None and f != -1)
+        ext, name = loops[0].extent, loops[0].name
+        if len(fs) < 2 or len(free) > 1:
+            raise LoopError(f"split needs 2 or more factors, at most one of them null; got {fs}")
+        if any(f is not None and f != -1 and f <= 0 for f in fs):
+            raise LoopError(f"split factors must be positive (or one null), got {fs}")
+        if not free and known != ext:
+            raise LoopError(f"split factors {fs} multiply to {known} but loop {name!r} has extent {ext}")
+        if free and known > ext:
+            raise LoopError(f"split factors {fs} multiply to {known}, more than loop {name!r}'s extent {ext}")
+    elif p == "fuse" and (len(loops) < 2 or any(y.depth != x.depth + 1 for x, y in zip(loops, loops[1:]))):
+        raise LoopError(f"fuse needs 2 or more consecutive loops, outermost first; got {a['loops']}")
+    elif p in ("vectorize", "parallel") and loops[0].reduction:
+        raise LoopError(f"loop {loops[0].name!r} feeds a reduction iterator of block {a['block']!r}: only spatial "
+                        f"loops can be {'vectorized' if p == 'vectorize' else 'parallel'}")
+    elif p in ("compute_at", "reverse_compute_at") and a["block"] == a["target_block"]:
+        raise LoopError(f"{p} moves a block under a loop of another block; both are {a['block']!r}")
+    elif p in ("cache_read", "cache_write"):
+        key, have = ("read_index", block.reads) if p == "cache_read" else ("write_index", block.writes)
+        if not 0 <= a[key] < len(have):
+            raise LoopError(f"{key} {a[key]} is out of range: block {a['block']!r} has {len(have)} "
+                            f"{'read' if p == 'cache_read' else 'written'} buffer(s): "
+                            f"{', '.join(str(r.source.name) for r in have)}")
+
+
+_RV = re.compile(r"(?:(?:[Bb]lock|[Ll]oop) )?(s_tir\.(SBlock|For)#\d+)")
+_RV_LINE = re.compile(r"# (s_tir\.(?:SBlock|For)#\d+)\s*\n\s*(?:with T\.sblock\(\"([^\"]+)\"|for (\w+))")
+
+
+def _reason(err: Exception) -> str:
+    """TVM's reason in a line or three: the rendered IR and backtrace dropped, ``s_tir.SBlock#0``
+    replaced by the block's name."""
+    text = str(err)
+    ir, sep, msg = text.partition("Error message:")
+    refs = {m[1]: f"block {m[2]!r}" if m[2] else f"loop {m[3]!r}" for m in _RV_LINE.finditer(ir)}
+    lines = [ln.strip() for ln in (msg if sep else text).splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "Stack trace", "at ", "^"))]
+    lines = [re.sub(r"^(\w+\.)*\w*Error: ", "", ln) for ln in lines[:3]]
+    out = _RV.sub(lambda m: refs.get(m[1], "a " + ("block" if m[2] == "SBlock" else "loop")), " ".join(lines))
+    return (out[:400] + "...") if len(out) > 400 else out or type(err).__name__
+
+
+def _apply(sch: s_tir.Schedule, step: LoopStep) -> None:
+    """Apply ``step`` to ``sch`` in place."""
+    if not isinstance(step, LoopStep):
+        raise LoopError(f"expected a LoopStep, got {step!r}")
+    try:
+        a, loops = _validate(sch, step)
+    except LoopError as e:
+        raise LoopError(f"{step}: {e}") from None
+    spec = PRIMITIVES[step.primitive]
+    try:
+        # the handles: their GetSBlock / GetLoops enter the trace, as in MetaSchedule's traces
+        h = {k: sch.get_sblock(a[k]) if kind == "block" else a[k] for k, kind in spec.args.items()}
+        if key := _loop_arg(spec):
+            rvs = sch.get_loops(h[spec.loop_of])
+            h[key] = [rvs[lp.depth] for lp in loops] if spec.args[key] == "loops" else rvs[loops[0].depth]
+        getattr(sch, step.primitive)(*[x for k in spec.tvm_args for x in (h[k[1:]] if k[0] == "*" else [h[k]])])
+    except Exception as e:  # noqa: BLE001 - ScheduleError, TVMError, InternalError, ValueError from the FFI...
+        raise LoopError(f"{step}: TVM refused: {_reason(e)}") from None
+
+
+def apply_step(func_or_sch: FuncOrSchedule, step: LoopStep) -> s_tir.Schedule:
+    """Apply one loop primitive to a copy of the schedule (or to a new schedule of a function).
+
+    Parameters
+    ----------
+    func_or_sch : PrimFunc, IRModule or Schedule
+        Left unchanged.
+    step : LoopStep
+        A primitive of ``PRIMITIVES`` with its arguments.
+
+    Returns
+    -------
+    tvm.s_tir.Schedule
+        A new schedule whose trace ends with the step.
+
+    Raises
+    ------
+    LoopError
+        An unknown primitive, block or loop, arguments of the wrong type or value, or a refusal
+        by TVM; the message names the step and the reason.
+
+    Examples
+    --------
+    ``split`` requires a loop of the block; factors, outermost first, that multiply to the
+    loop's extent, or with one null factor, inferred. Before split, in TensorIR:
+
+    >>> from tvm import te
+    >>> A = te.placeholder((64,), name="A")
+    >>> B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
+    >>> func = te.create_prim_func([A, B])
+    >>> print(script(func))
+    # from tvm.script import tirx as T
+    # from tvm.tirx.layout import Axis
+    <BLANKLINE>
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        T.func_attr({"tirx.noalias": True})
+        # with T.sblock("root"):
+        for i in range(64):
+            with T.sblock("B"):
+                v_i = T.axis.spatial(64, i)
+                T.reads(A[v_i])
+                T.writes(B[v_i])
+                B[v_i] = A[v_i] * T.float32(2.0)
+
+    After applying split, the IR becomes:
+
+    >>> sch = apply_step(func, LoopStep.make("split", block="B", loop="i", factors=[None, 16]))
+    >>> print(script(sch))
+    # from tvm.script import tirx as T
+    # from tvm.tirx.layout import Axis
+    <BLANKLINE>
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        T.func_attr({"tirx.noalias": True})
+        # with T.sblock("root"):
+        for i_0, i_1 in T.grid(4, 16):
+            with T.sblock("B"):
+                v_i = T.axis.spatial(64, i_0 * 16 + i_1)
+                T.reads(A[v_i])
+                T.writes(B[v_i])
+                B[v_i] = A[v_i] * T.float32(2.0)
+    >>> [(loop.name, loop.extent) for loop in list_loops(sch, "B")]
+    [('i_0', 4), ('i_1', 16)]
+    >>> apply_step(func, LoopStep.make("split", block="B", loop="i", factors=[3, 16]))
+    Traceback (most recent call last):
+    ...
+    workbench.engine.errors.LoopError: split(block='B', loop='i', factors=[3, 16]): split factors [3, 16] multiply to 48 but loop 'i' has extent 64
+    """
+    sch = _schedule(func_or_sch)
+    _apply(sch, step)
+    return sch
+
+
+def apply_steps(func_or_sch: FuncOrSchedule, steps: Sequence[LoopStep]) -> s_tir.Schedule:
+    """Apply steps in order to a new schedule of ``func_or_sch`` (left unchanged).
+
+    Parameters
+    ----------
+    func_or_sch : PrimFunc, IRModule or Schedule
+    steps : sequence of LoopStep
+
+    Returns
+    -------
+    tvm.s_tir.Schedule
+
+    Raises
+    ------
+    LoopError
+        As ``apply_step``, the message starting with the failing step's index: ``step 2: ...``.
+    """
+    sch = _schedule(func_or_sch)
+    for i, step in enumerate(steps):
+        try:
+            _apply(sch, step)
+        except LoopError as e:
+            raise LoopError(f"step {i}: {e}") from None
+    return sch
+
+
+########## Traces (what MetaSchedule records hold) ##########
+
+def _plain(obj: Any) -> Any:
+    """TVM scalars and containers as plain Python, so the trace can go into a JSON file."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (tirx.IntImm, tirx.FloatImm)):
+        return obj.value
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, Iterable):
+        return [_plain(x) for x in obj]
+    return str(obj)
+
+
 def trace_json(sch: s_tir.Schedule) -> Any:
-    """The schedule's trace as JSON (what MetaSchedule tuning records hold)."""
-    return sch.trace.as_json()
+    """The schedule's trace as JSON data.
+
+    Parameters
+    ----------
+    sch : tvm.s_tir.Schedule
+
+    Returns
+    -------
+    list
+        ``sch.trace.as_json()`` with TVM's integers, strings and arrays as plain Python, so
+        ``json.dumps`` takes it; ``apply_trace_json`` replays it.
+    """
+    return _plain(sch.trace.as_json())
 
 
-def apply_trace_json(func: Any, trace: Any) -> s_tir.Schedule:
-    """Rebuild a schedule of ``func`` from a saved trace."""
-    sch = _sch(func)
+def apply_trace_json(func_or_sch: FuncOrSchedule, trace: Any) -> s_tir.Schedule:
+    """Rebuild a schedule of ``func_or_sch`` from a saved trace (ours or a MetaSchedule record's).
+
+    Parameters
+    ----------
+    func_or_sch : PrimFunc, IRModule or Schedule
+        Left unchanged.
+    trace : list
+        From ``trace_json``, ``Trace.as_json()`` or a tuning record.
+
+    Returns
+    -------
+    tvm.s_tir.Schedule
+
+    Raises
+    ------
+    LoopError
+        When the trace does not apply to this function.
+    """
+    sch = _schedule(func_or_sch)
     try:
         s_tir.schedule.Trace.apply_json_to_schedule(trace, sch)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001
         raise LoopError(f"the saved trace does not apply to this kernel: {_reason(e)}") from None
     return sch
 
 
-def basic_schedule(func: Any, head: str | None = None) -> list[LoopStep]:
-    """A sensible starting schedule, as a list of steps the user can edit: the head block's
-    reductions move outside its innermost spatial loop, which is vectorized (split by 16 when
-    long), its outermost non-unit spatial loop runs in parallel, and the element-wise blocks
-    after it are inlined or computed inside that parallel loop."""
-    sch = _sch(func)
+########## A starting schedule ##########
+
+def basic_schedule(func: FuncOrSchedule, head: str | None = None) -> list[LoopStep]:
+    """A sensible first schedule, as steps a user can edit.
+
+    The head block (default: the first) gets its reductions moved outside its innermost
+    spatial loop, which is vectorized (split by 16 when longer than 64), and its outermost
+    non-unit spatial loop parallel; the blocks after it are inlined into it, or computed
+    under that parallel loop. Steps TVM refuses are left out.
+
+    Parameters
+    ----------
+    func : PrimFunc, IRModule or Schedule
+    head : str, optional
+        The block to schedule first.
+
+    Returns
+    -------
+    list of LoopStep
+        Steps that ``apply_steps`` applies without error.
+    """
+    sch = _schedule(func)
     blocks = list_blocks(sch)
     head = head or blocks[0]
     steps: list[LoopStep] = []
 
-    def attempt(step: LoopStep) -> bool:
+    def attempt(primitive: str, **args: Any) -> bool:
         nonlocal sch
+        step = LoopStep.make(primitive, **args)
         try:
             sch = apply_step(sch, step)
         except LoopError:
@@ -272,22 +609,20 @@ def basic_schedule(func: Any, head: str | None = None) -> list[LoopStep]:
         return True
 
     loops = list_loops(sch, head)
-    # lowering names spatial loops i0, i1, ... and reduction loops r* (ops.py)
-    spatial = [l.name for l in loops if not l.name.startswith("r")]
-    reduce = [l.name for l in loops if l.name.startswith("r")]
+    spatial = [lp for lp in loops if not lp.reduction]
+    reduce = [lp.name for lp in loops if lp.reduction]
     if spatial:
-        inner = spatial[-1]
-        ext = next(l.extent for l in loops if l.name == inner)
-        if ext > 64 and ext % 16 == 0 and attempt(LoopStep.make("split", block=head, loop=inner, factors=[None, 16])):
-            spatial = spatial[:-1] + [f"{inner}_0"]
-            inner = f"{inner}_1"
+        outer_names, inner = [lp.name for lp in spatial[:-1]], spatial[-1].name
+        if spatial[-1].extent > 64 and spatial[-1].extent % 16 == 0 \
+                and attempt("split", block=head, loop=inner, factors=[None, 16]):
+            outer_names, inner = outer_names + [f"{inner}_0"], f"{inner}_1"
         if reduce:
-            attempt(LoopStep.make("reorder", block=head, loops=spatial + reduce + [inner]))
-        attempt(LoopStep.make("vectorize", block=head, loop=inner))
-    outer = next((l.name for l in list_loops(sch, head) if l.extent > 1 and not l.name.startswith("r")), None)
+            attempt("reorder", block=head, loops=outer_names + reduce + [inner])
+        attempt("vectorize", block=head, loop=inner)
+    outer = next((lp.name for lp in list_loops(sch, head) if lp.extent > 1 and not lp.reduction), None)
     if outer:
-        attempt(LoopStep.make("parallel", block=head, loop=outer))
-    for b in reversed(blocks[1:]):
-        if not attempt(LoopStep.make("reverse_compute_inline", block=b)) and outer:
-            attempt(LoopStep.make("reverse_compute_at", block=b, target_block=head, loop=outer))
+        attempt("parallel", block=head, loop=outer)
+    for b in reversed(blocks[blocks.index(head) + 1:]):
+        if not attempt("reverse_compute_inline", block=b) and outer:
+            attempt("reverse_compute_at", block=b, target_block=head, loop=outer)
     return steps

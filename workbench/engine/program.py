@@ -21,7 +21,8 @@ from .layout import LayoutBook
 from .lower import lower, stored_constants
 from .propagate import Plan, plan_layouts
 
-__all__ = ["Program", "Built", "KernelTiming", "Verification", "make_program", "DEFAULT_TARGET", "target_from"]
+__all__ = ["Program", "Built", "KernelTiming", "Verification", "Measurement", "measure", "make_program",
+           "DEFAULT_TARGET", "target_from"]
 
 DEFAULT_TARGET: dict = {"kind": "llvm", "num-cores": 2}
 
@@ -157,6 +158,27 @@ class Built:
             out.append(KernelTiming(k.name, float(np.median(res)), max(res) - min(res),
                                     self.program.flops.get(k.name, 0)))
         return out
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A built program's check against the reference and its per-kernel timings."""
+
+    verification: Verification
+    timings: list[KernelTiming]
+
+    @property
+    def total_ms(self) -> float:
+        return sum(t.latency_ms for t in self.timings)
+
+
+def measure(program: Program, target: Mapping = DEFAULT_TARGET, seed: int = 0, repeat: int = 5) -> Measurement:
+    """Build, verify on random inputs (seeded) and time every kernel.
+
+    Raises ``BuildError`` naming the kernel that fails to build or run, with TVM's message."""
+    built = program.build(target)
+    values = program.graph.random_inputs(seed)
+    return Measurement(built.verify(values), built.time(values, repeat=repeat))
 
 
 def make_program(graph: Graph, book: LayoutBook | None = None) -> Program:

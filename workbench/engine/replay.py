@@ -1,8 +1,18 @@
-"""Headless replay: a session file in, the final kernels out, with a report.
+"""Headless replay: a session in, the final kernels out, with a report.
 
-``replay_to(session, out_dir)`` writes ``kernels.so`` (loadable with
-``tvm.runtime.load_module``), ``program.py`` (the scheduled TVMScript of every kernel) and
-``report.json`` (``ok``, errors against the reference, per-kernel latency and GFLOP/s).
+``replay_to(session, out_dir)`` replays the session's actions, builds the scheduled program
+(every kernel after its loop steps or tuned trace), verifies it end to end against the
+reference on random inputs, times each kernel and writes:
+
+- ``kernels.so``: every kernel, exported with ``export_library``; ``tvm.runtime.load_module``
+  loads it and each kernel is a function of the kernel's name (arguments: its input buffers,
+  then its output buffers, in their stored layouts);
+- ``program.py``: the scheduled TVMScript of the whole module;
+- ``report.json``: ``ok``, ``max_abs_error``, ``max_rel_error``, ``total_ms`` and per kernel
+  ``name``, ``latency_ms`` (median), ``spread_ms`` (max - min over repeats), ``gflops``,
+  ``flops``; also the session name, target and TVM version.
+
+Nothing is written when the session does not replay or a kernel does not build.
 """
 
 from __future__ import annotations
@@ -11,6 +21,8 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
+
+import tvm
 
 from .errors import BuildError
 from .session import Session, replay
@@ -27,35 +39,65 @@ class ReplayReport:
     kernels: list[dict]
     session: str
     target: dict
+    outputs: dict[str, dict]  # graph output -> {"max_abs_error", "max_rel_error"}
+    tvm_version: str = tvm.__version__
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
 def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
-              progress: Callable[[str], None] | None = None) -> ReplayReport:
-    """Rebuild, verify and time the session's final kernels; write them to ``out_dir``."""
+              progress: Callable[[str], None] | None = None, seed: int = 0) -> ReplayReport:
+    """Rebuild, verify and time the session's final kernels; write them to ``out_dir``.
+
+    Parameters
+    ----------
+    session : Session
+    out_dir : folder for ``kernels.so``, ``program.py`` and ``report.json`` (created).
+    target : a TVM target as a dict, replacing the session's.
+    progress : called with a short message at each step (for a progress bar).
+    seed : seed of the random inputs used to verify.
+
+    Raises
+    ------
+    SessionError, LoopError, LayoutError
+        The session does not replay (the message names the action).
+    BuildError
+        A kernel fails to build, run or export.
+    """
     say = progress or (lambda _: None)
     if target is not None:
         session = replace(session, target=dict(target))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     say("replaying actions")
     state = replay(session)
     prog = state.scheduled_program()
     say("building")
     built = prog.build(session.target)
     say("verifying against the reference")
-    ver = built.verify()
-    timings = built.time(progress=lambda k: say(f"timing {k}"))
+    values = prog.graph.random_inputs(seed)
+    ver = built.verify(values)
+    timings = built.time(values, progress=lambda k: say(f"timing {k}"))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    say("writing kernels.so, program.py, report.json")
     try:
         built.executable.export_library(str(out / "kernels.so"))
-    except Exception as e:
-        raise BuildError(f"could not export kernels.so: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # noqa: BLE001 - the toolchain's errors come in several types
+        raise BuildError(f"could not export kernels.so: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     (out / "program.py").write_text(prog.module().script())
-    report = ReplayReport(ver.ok, ver.max_abs_error, ver.max_rel_error, sum(t.latency_ms for t in timings),
-                          [{"name": t.name, "latency_ms": t.latency_ms, "spread_ms": t.spread_ms,
-                            "gflops": t.gflops, "flops": t.flops} for t in timings],
-                          session.name, session.target)
+    report = ReplayReport(
+        ok=ver.ok, max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
+        total_ms=sum(t.latency_ms for t in timings),
+        kernels=[{"name": t.name, "latency_ms": t.latency_ms, "spread_ms": t.spread_ms, "gflops": t.gflops,
+                  "flops": t.flops, "schedule": _schedule_kind(state, t.name)} for t in timings],
+        session=session.name, target=dict(session.target),
+        outputs={t: {"max_abs_error": a, "max_rel_error": r} for t, (a, r) in ver.per_output.items()})
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     return report
+
+
+def _schedule_kind(state, kernel: str) -> str:
+    """``tuned`` (a tuned trace), ``loop steps`` (hand steps) or ``default`` (unscheduled)."""
+    if kernel in state.traces:
+        return "tuned"
+    return "loop steps" if state.steps.get(kernel) else "default"

@@ -37,8 +37,12 @@ def budget_split(weights: dict[str, float], budget: int, minimum: int = 2) -> di
 
 def tune_session(session: Session, stage: str, budget: int, work_dir: Path, *, rpc: RpcConfig | None = None,
                  progress_path: Path | None = None, joint_fraction: float = 0.3, search: str = "model",
-                 seed: int = 0, on_candidate: Callable[[str, Candidate, float | None], None] | None = None) -> Session:
-    """Tune and return the session with the results applied as ``tuned`` actions."""
+                 seed: int = 0, on_candidate: Callable[[str, Candidate, float | None], None] | None = None,
+                 isolated: bool = False) -> Session:
+    """Tune and return the session with the results applied as ``tuned`` actions.
+
+    ``isolated`` measures candidates in TVM's worker processes instead of this one (slower;
+    tuning already runs in a worker process of its own, see ``worker``)."""
     if stage not in STAGES:
         raise TuneError(f"stage must be one of {STAGES}, got {stage!r}")
     if budget < 1:
@@ -54,12 +58,13 @@ def tune_session(session: Session, stage: str, budget: int, work_dir: Path, *, r
         for op in ops:
             res = joint_tune(graph, replay(session).book, op, session.target, work_dir / "joint" / op, shares[op],
                              joint_fraction=joint_fraction, search=search, progress_path=progress_path, rpc=rpc,
-                             seed=seed, on_candidate=(lambda c, s, op=op: on_candidate(op, c, s)) if on_candidate else None)
+                             seed=seed, on_candidate=(lambda c, s, op=op: on_candidate(op, c, s)) if on_candidate else None,
+                             isolated=isolated)
             session = session.push(res.action(graph))
         return session
     tasks = [TuneTask(k.name, prog.funcs[k.name], max(prog.flops.get(k.name, 0), 1)) for k in prog.plan.kernels]
     results = tune_loops(tasks, session.target, work_dir / "loop", budget, stage="loop",
-                         progress_path=progress_path, rpc=rpc, seed=seed)
+                         progress_path=progress_path, rpc=rpc, seed=seed, isolated=isolated)
     for name, r in results.items():
         if r.best_ms is not None:
             session = session.push({"kind": "tuned", "op": name, "stage": "loop", "trace": r.trace,

@@ -1,0 +1,91 @@
+"""The tuning worker process: start, watch, stop (nothing left over), resume, failure reports."""
+
+import json
+import time
+
+import psutil
+import pytest
+import tvm
+from tvm import te
+
+from workbench.engine.errors import TuneError
+from workbench.engine.metaschedule import TuneTask
+from workbench.engine.worker import Job, job_spec, start_job, tasks_from_spec
+
+TARGET = {"kind": "llvm", "num-cores": 2}
+
+
+def mm_task(n: int = 64) -> TuneTask:
+    a = te.placeholder((n, n), name="A")
+    b = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), "k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return TuneTask("mm", te.create_prim_func([a, b, c]), 2 * n ** 3)
+
+
+def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _records(job_dir) -> list[str]:
+    path = job_dir / "work" / "database_tuning_record.json"
+    return [ln for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
+
+
+def test_spec_round_trips_the_primfunc():
+    task = mm_task()
+    spec = json.loads(json.dumps(job_spec([task], TARGET, 8, rpc="127.0.0.1:9190:k")))
+    (back,) = tasks_from_spec(spec)
+    tvm.ir.assert_structural_equal(back.func, task.func)
+    assert (back.name, back.flops, spec["rpc"]) == ("mm", task.flops, "127.0.0.1:9190:k")
+    with pytest.raises(TuneError, match="format"):
+        tasks_from_spec({"tasks": []})
+
+
+def test_stop_leaves_no_process_and_a_new_job_resumes(tmp_path):
+    job_dir = tmp_path / "job"
+    spec = job_spec([mm_task()], TARGET, 8, num_trials_per_iter=4, seed=0)
+    job = start_job(spec, job_dir)
+    end = time.monotonic() + 300
+    while not job.progress():
+        assert job.running(), job.status()
+        assert time.monotonic() < end, "no measurement within 300 s"
+        time.sleep(0.3)
+    assert job.status().state == "running"
+    with pytest.raises(TuneError, match="already running"):
+        start_job(spec, job_dir)
+    group = [psutil.Process(job.pid), *psutil.Process(job.pid).children(recursive=True)]
+    assert len(group) > 1  # TVM's build/run workers
+    assert job.stop().state == "stopped"
+    assert not _alive(group)
+    assert Job.attach(job_dir).status().state == "stopped" and job.result() is None
+    first, kept = job.progress(), _records(job_dir)
+    assert 1 <= len(first) <= len(kept) < 8  # a progress line is written once its record is in the database
+
+    job2 = start_job(spec, job_dir)  # same folder: resumes
+    status = job2.wait(timeout=400)
+    assert status.state == "done", status
+    rows, records = job2.progress(), _records(job_dir)
+    assert rows[:len(first)] == first and records[:len(kept)] == kept  # nothing measured was lost
+    trials = [r["trial"] for r in rows]
+    assert trials == sorted(set(trials)) and trials[-1] == 8 and len(records) == 8
+    assert len({json.dumps(json.loads(r)[1][0]) for r in records}) == 8  # no candidate measured twice
+    res = job2.result()["mm"]
+    assert res.measurements == 8 and res.best_ms == pytest.approx(
+        min(r["latency_ms"] for r in rows if r["latency_ms"] is not None))
+    assert not (job_dir / "tmp").exists() or not any((job_dir / "tmp").iterdir())
+
+
+def test_a_failing_job_reports_its_error(tmp_path):
+    spec = job_spec([mm_task()], {"kind": "llvm"}, 4)  # MetaSchedule needs num-cores
+    job = start_job(spec, tmp_path / "job")
+    status = job.wait(timeout=120)
+    assert status.state == "failed" and "num-cores" in status.error
+    assert job.result() is None
