@@ -1,17 +1,26 @@
 """The command line: ``python -m workbench replay|export|tune|bench|ceilings ...``.
 
-It calls the same engine functions as the app. User errors print one line on stderr and
-exit with status 2; a replay whose outputs do not match the reference exits with 1.
+It calls the same engine functions as the app. A user error (any ``WorkbenchError``, an
+unreadable or unwritable path) prints one line, ``error: ...``, on stderr and exits with
+status 2, without a traceback; a replay whose outputs do not match the reference exits with 1.
+
+``tune``, ``bench`` and ``ceilings`` import their implementation only when run: from
+``workbench.engine.tune_cli``, ``workbench.engine.bench`` and ``workbench.engine.ceilings``.
+A module that defines ``run(args: argparse.Namespace) -> int`` takes the command over; when
+the module cannot be imported, the command says it is not available.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import sys
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 from tqdm import tqdm
@@ -20,7 +29,8 @@ from .engine.errors import WorkbenchError
 
 
 def _bar(desc: str) -> tuple[tqdm, Callable[[str], None]]:
-    bar = tqdm(desc=desc, bar_format="{desc}: {postfix} [{elapsed}]", file=sys.stderr)
+    """A status bar on stderr (shown on a terminal only): ``desc: step [elapsed]``."""
+    bar = tqdm(desc=desc, bar_format="{desc}: {postfix} [{elapsed}]", file=sys.stderr, disable=None)
     return bar, lambda msg: (bar.set_postfix_str(msg), bar.refresh())
 
 
@@ -31,27 +41,38 @@ def _target(text: str | None) -> dict | None:
         t = json.loads(text)
     except json.JSONDecodeError as e:
         raise WorkbenchError(f"--target must be a JSON object such as '{{\"kind\": \"llvm\", \"num-cores\": 2}}': {e}")
-    if not isinstance(t, dict):
-        raise WorkbenchError("--target must be a JSON object")
+    if not isinstance(t, dict) or "kind" not in t:
+        raise WorkbenchError("--target must be a JSON object with a \"kind\", e.g. '{\"kind\": \"llvm\", \"num-cores\": 2}'")
     return t
+
+
+def _implementation(command: str, module: str) -> ModuleType:
+    """Import a command's implementation lazily; a missing one is a user-facing error."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise WorkbenchError(f"'{command}' is not available in this installation (cannot import {module}: {e})") from None
 
 
 def cmd_replay(a: argparse.Namespace) -> int:
     from .engine.replay import replay_to
     from .engine.session import load
 
-    session = load(a.session)
-    out = Path(a.out or Path("work") / "replay" / session.name)
-    bar, say = _bar(f"replay {session.name}")
-    report = replay_to(session, out, _target(a.target), progress=say)
-    bar.close()
+    bar, say = _bar(f"replay {Path(a.session).name}")
+    try:
+        say("loading and validating the session")
+        session = load(a.session)
+        out = Path(a.out or Path("work") / "replay" / session.name)
+        report = replay_to(session, out, _target(a.target), progress=say)
+    finally:
+        bar.close()
     for k in report.kernels:
-        print(f"{k['name']:>28}: {k['latency_ms']:9.4f} ms  {k['gflops']:8.2f} GFLOP/s")
-    print(f"{'total':>28}: {report.total_ms:9.4f} ms; max rel error {report.max_rel_error:.2e}; "
-          f"ok: {report.ok}; written to {out}")
+        print(f"{k['name']:>28}: {k['latency_ms']:9.4f} ms  (spread {k['spread_ms']:.4f})  {k['gflops']:8.2f} GFLOP/s")
+    print(f"{'total':>28}: {report.total_ms:9.4f} ms; max abs error {report.max_abs_error:.2e}, "
+          f"max rel error {report.max_rel_error:.2e}; ok: {report.ok}; written to {out}")
     if not report.ok:
-        print(f"error: outputs differ from the reference (max relative error {report.max_rel_error:.2e})",
-              file=sys.stderr)
+        print(f"error: outputs differ from the reference (max relative error {report.max_rel_error:.2e}); "
+              f"see {out / 'report.json'}", file=sys.stderr)
         return 1
     return 0
 
@@ -60,9 +81,26 @@ def cmd_export(a: argparse.Namespace) -> int:
     from .engine.export import export_session
     from .engine.session import load
 
-    out = export_session(load(a.session), a.out)
-    print(f"MetaSchedule database, session and manifest written to {out}")
+    bar, say = _bar(f"export {Path(a.session).name}")
+    try:
+        say("loading and validating the session")
+        session = load(a.session)
+        out = export_session(session, a.out, progress=say)
+    finally:
+        bar.close()
+    manifest = json.loads((out / "manifest.json").read_text())
+    for k in manifest["kernels"]:
+        print(f"{k['name']:>28}: {k['latency_ms']:9.4f} ms  workload {k['workload_hash']}  ({k['schedule']})")
+    print(f"MetaSchedule database (database_workload.json, database_tuning_record.json), session.json and "
+          f"manifest.json written to {out}")
     return 0
+
+
+def _delegate(command: str, module: str, a: argparse.Namespace) -> tuple[ModuleType, int | None]:
+    """The command's module; when it defines ``run(args)``, its result (it took the command over)."""
+    mod = _implementation(command, module)
+    run = getattr(mod, "run", None)
+    return mod, (int(run(a) or 0) if callable(run) else None)
 
 
 def _follow(path: Path, bar: tqdm, stop: threading.Event) -> None:
@@ -78,12 +116,17 @@ def _follow(path: Path, bar: tqdm, stop: threading.Event) -> None:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
-    from .engine.metaschedule import RpcConfig
+    if importlib.util.find_spec("workbench.engine.tune_cli") is not None:
+        _, rc = _delegate("tune", "workbench.engine.tune_cli", a)
+        if rc is not None:
+            return rc
+    # built in: workbench.engine.tune with the MetaSchedule progress lines
+    tune = _implementation("tune", "workbench.engine.tune")
+    metaschedule = _implementation("tune", "workbench.engine.metaschedule")
     from .engine.session import load, save
-    from .engine.tune import tune_session
 
     session = load(a.session)
-    rpc = RpcConfig.parse(a.rpc) if a.rpc else None
+    rpc = metaschedule.RpcConfig.parse(a.rpc) if a.rpc else None
     work = Path(a.work_dir or Path("work") / "tune" / session.name)
     work.mkdir(parents=True, exist_ok=True)
     progress = work / "progress.jsonl"
@@ -92,8 +135,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
     watcher = threading.Thread(target=_follow, args=(progress, bar, stop), daemon=True)
     watcher.start()
     try:
-        tuned = tune_session(session, a.stage, a.budget, work, rpc=rpc, progress_path=progress,
-                             joint_fraction=a.joint_fraction, search=a.search)
+        tuned = tune.tune_session(session, a.stage, a.budget, work, rpc=rpc, progress_path=progress,
+                                  joint_fraction=a.joint_fraction, search=a.search)
     finally:
         stop.set()
         watcher.join()
@@ -107,10 +150,10 @@ def cmd_tune(a: argparse.Namespace) -> int:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    from .engine.bench import curves, load_suite, run_bench
-    from .viz.tuning import tuning_curves_figure
-
-    suite = load_suite(a.suite)
+    bench, rc = _delegate("bench", "workbench.engine.bench", a)
+    if rc is not None:
+        return rc
+    suite = bench.load_suite(a.suite)
     if a.only:
         names = set(a.only.split(","))
         suite = [w for w in suite if w.name in names]
@@ -125,16 +168,16 @@ def cmd_bench(a: argparse.Namespace) -> int:
         bar.update(1)
 
     if a.search_study:
-        from .engine.bench import search_study
-
         bar.total = len(suite) * 4
-        search_study(suite, a.search_study, out, target, on_step=step)
+        bench.search_study(suite, a.search_study, out, target, on_step=step)
         bar.close()
         print((out / "search.md").read_text())
         return 0
-    rows = run_bench(suite, a.budget, out, target, search=a.search, on_step=step)
+    rows = bench.run_bench(suite, a.budget, out, target, search=a.search, on_step=step)
     bar.close()
-    for name, tuners in curves(out).items():
+    from .viz.tuning import tuning_curves_figure
+
+    for name, tuners in bench.curves(out).items():
         tuning_curves_figure(tuners, title=f"{name}: best latency against measurements").write_html(
             out / f"curves_{name}.html", include_plotlyjs="cdn")
     print((out / "results.md").read_text())
@@ -142,23 +185,33 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 
 def cmd_ceilings(a: argparse.Namespace) -> int:
-    from .engine.ceilings import format_ceilings, get_ceilings
-
-    print(format_ceilings(get_ceilings(_target(a.target) or {"kind": "llvm", "num-cores": 2}, refresh=True)))
+    ceilings, rc = _delegate("ceilings", "workbench.engine.ceilings", a)
+    if rc is not None:
+        return rc
+    target = _target(a.target) or {"kind": "llvm", "num-cores": 2}
+    print(ceilings.format_ceilings(ceilings.get_ceilings(target, refresh=True)))
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workbench", description="ALT Workbench without a browser.")
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("replay", help="rebuild a session's final kernels, verify and time them")
-    r.add_argument("session")
-    r.add_argument("--out", help="output folder (default work/replay/NAME)")
-    r.add_argument("--target", help='a TVM target as JSON, e.g. \'{"kind": "llvm", "num-cores": 2}\'')
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    r = sub.add_parser("replay", help="rebuild a session's final kernels, verify and time them",
+                       description="Load SESSION (validated by replaying it), build its scheduled program, verify "
+                                   "it against the reference on random inputs and time each kernel. Writes "
+                                   "DIR/kernels.so, DIR/program.py and DIR/report.json. Exit status: 0 when every "
+                                   "output matched, 1 when one did not, 2 on an error.")
+    r.add_argument("session", help="a session file (see docs/session-format.md)")
+    r.add_argument("--out", metavar="DIR", help="output folder (default work/replay/NAME)")
+    r.add_argument("--target", metavar="JSON", help='a TVM target as JSON, e.g. \'{"kind": "llvm", "num-cores": 2}\' '
+                   "(default: the session's)")
     r.set_defaults(fn=cmd_replay)
-    e = sub.add_parser("export", help="write a session as a MetaSchedule tuning record")
+    e = sub.add_parser("export", help="write a session as a MetaSchedule tuning record",
+                       description="Write DIR/database_workload.json and DIR/database_tuning_record.json (a "
+                                   "MetaSchedule JSONDatabase: one workload per kernel, its schedule trace as the "
+                                   "record), DIR/session.json and DIR/manifest.json.")
     e.add_argument("session")
-    e.add_argument("--out", required=True)
+    e.add_argument("--out", metavar="DIR", required=True)
     e.set_defaults(fn=cmd_export)
     t = sub.add_parser("tune", help="auto-tune a session (joint layout+loop, or loop-only)")
     t.add_argument("session")
@@ -193,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an unreadable or unwritable path the user gave
+        where = f" {e.filename}" if e.filename else ""
+        print(f"error: cannot access{where}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
