@@ -1,0 +1,165 @@
+"""AppTest tests of every page (Streamlit's headless script runner): each renders on the
+default model, and the forms change the session, or refuse with the engine's message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "workbench" / "app.py")
+PAGES = ["pages/graph.py", "pages/layouts.py", "pages/loops.py", "pages/tuning.py", "pages/profile.py",
+         "pages/sessions.py"]
+
+
+@pytest.fixture
+def at(tmp_path, monkeypatch) -> AppTest:
+    from workbench.pages import _state
+
+    monkeypatch.setattr(_state, "SESSIONS_DIR", tmp_path / "sessions")
+    monkeypatch.setattr(_state, "WORK_DIR", tmp_path / "work")
+    app = AppTest.from_file(APP, default_timeout=180)
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def graph_labels(app: AppTest) -> str:
+    """The text of the graph figure's edge labels (tensor, shape, layout)."""
+    fig = json.loads(app.get("plotly_chart")[0].proto.spec)
+    return " ".join(a.get("text", "") for a in fig["layout"].get("annotations", []))
+
+
+def home(app: AppTest) -> AppTest:
+    """Run the entry script (with its sidebar) again: after its first run, AppTest reruns the
+    current page's script alone, and only a switch back to ``app.py`` runs the entry script."""
+    return app.switch_page("pages/graph.py").run().switch_page("app.py").run()
+
+
+def session(app: AppTest):
+    return app.session_state["session"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_the_default_model(at, page):
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    assert at.title and at.title[0].value  # the page drew its heading
+    assert session(at).model == {"zoo": "r18_stem"}
+
+
+def test_graph_opens_on_r18_stem_with_its_tensors(at):
+    labels = graph_labels(at)
+    for tensor in ("pad 1x3x230x230", "conv 1x64x112x112", "relu 1x64x112x112"):
+        assert tensor in labels
+    assert "[N C H W]" in labels
+
+
+def test_a_preset_through_the_form_changes_the_graph_layout_labels(at):
+    before = graph_labels(at)
+    at.switch_page("pages/layouts.py").run()
+    at.selectbox(key="preset_name").set_value("blocked").run()
+    at.selectbox(key="layout_key").set_value("conv").run()
+    at.button(key="apply_preset").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert [a["preset"] for a in session(at).actions] == ["blocked"]
+    at.switch_page("pages/graph.py").run()
+    after = graph_labels(at)
+    assert after != before
+    assert "[N C.o H W C.i]" in after  # conv, bias and relu took the blocked layout
+    assert at.session_state["changed"] >= {"conv", "bias", "relu"}
+
+
+def test_a_primitive_through_the_form_is_recorded(at):
+    at.switch_page("pages/layouts.py").run()
+    at.selectbox(key="layout_key").set_value("conv").run()
+    at.selectbox(key="layout_prim").set_value("split").run()
+    at.number_input(key="lp_split_dim").set_value(1).run()
+    at.text_input(key="lp_factors").input("4, 16").run()
+    at.button(key="apply_prim").click().run()
+    assert [(a["tensor"], a["primitive"], a["args"]) for a in session(at).actions] == [
+        ("conv", "split", {"dim": 1, "factors": [4, 16]})]
+
+
+def test_an_invalid_primitive_shows_the_engine_message_and_changes_nothing(at):
+    at.switch_page("pages/layouts.py").run()
+    at.selectbox(key="layout_key").set_value("conv").run()
+    at.selectbox(key="layout_prim").set_value("split").run()
+    at.number_input(key="lp_split_dim").set_value(1).run()
+    at.text_input(key="lp_factors").input("3, 16").run()
+    shown = " ".join(w.value for w in at.warning)
+    assert "[3, 16]" in shown and "48" in shown and "64" in shown
+    assert at.button(key="apply_prim").disabled  # a browser user cannot apply it
+    assert session(at).actions == ()
+    at.switch_page("pages/graph.py").run()
+    assert "[N C H W]" in graph_labels(at) and not at.exception
+
+
+def test_a_loop_primitive_updates_the_loop_nest(at):
+    at.switch_page("pages/loops.py").run()
+    at.selectbox(key="loop_kernel").set_value("conv").run()
+    before = at.code[-1].value
+    at.selectbox(key="loop_prim").set_value("parallel").run()
+    at.selectbox(key="la_block").set_value("conv").run()
+    loop = at.selectbox(key="la_loop").options[0]
+    at.selectbox(key="la_loop").set_value(loop).run()
+    at.button(key="apply_loop").click().run()
+    assert not at.error, [e.value for e in at.error]
+    assert session(at).actions[-1]["primitive"] == "parallel"
+    after = at.code[-1].value
+    assert after != before and "T.parallel" in after
+    assert at.code[-2].value == before  # the "before" pane shows the nest before the primitive
+
+
+def test_a_loop_primitive_tvm_refuses_shows_its_reason_and_changes_nothing(at):
+    at.switch_page("pages/loops.py").run()
+    at.selectbox(key="loop_kernel").set_value("conv").run()
+    at.selectbox(key="loop_prim").set_value("compute_inline").run()
+    at.selectbox(key="la_block").set_value("conv").run()
+    at.button(key="apply_loop").click().run()
+    assert session(at).actions == ()
+    assert any("compute_inline" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_save_then_open_gives_the_same_session(at):
+    at.switch_page("pages/layouts.py").run()
+    at.selectbox(key="preset_name").set_value("channels_last").run()
+    at.selectbox(key="layout_key").set_value("conv").run()
+    at.button(key="apply_preset").click().run()
+    saved = session(at)
+    at.switch_page("pages/sessions.py").run()
+    at.text_input(key="save_name").input("mine").run()
+    at.button(key="save").click().run()
+    assert not at.error, [e.value for e in at.error]
+    home(at).button(key="undo").click().run()
+    assert session(at).actions == ()
+    at.switch_page("pages/sessions.py").run()
+    at.selectbox(key="open_pick").set_value("mine").run()
+    at.button(key="open").click().run()
+    assert session(at).to_json() == {**saved.to_json(), "name": "mine"}
+
+
+def test_a_bad_session_name_is_refused(at):
+    at.switch_page("pages/sessions.py").run()
+    at.text_input(key="save_name").input("../escape").run()
+    at.button(key="save").click().run()
+    assert any("invalid session name" in e.value for e in at.error)
+
+
+def test_undo_and_redo_from_the_sidebar(at):
+    at.switch_page("pages/layouts.py").run()
+    at.selectbox(key="preset_name").set_value("channels_last").run()
+    at.button(key="apply_preset").click().run()
+    assert len(session(at).actions) == 1
+    home(at).button(key="undo").click().run()
+    assert session(at).actions == ()
+    at.button(key="redo").click().run()
+    assert len(session(at).actions) == 1
+
+
+def test_switching_the_model_starts_a_fresh_session(at):
+    home(at).selectbox(key="model_pick").set_value("gmm").run()
+    assert session(at).model == {"zoo": "gmm"} and session(at).actions == ()
+    assert "gmm 1x1024x1024" in graph_labels(at) or "gmm 1024x1024" in graph_labels(at), graph_labels(at)

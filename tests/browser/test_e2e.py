@@ -1,0 +1,116 @@
+"""End to end in a real browser: ``streamlit run`` on 127.0.0.1, Debian's Chromium driven by
+Playwright. Apply the ALT tiled preset to r18_stem, build and measure, and see the latency and
+the reference check. The screenshot goes to ``test-artifacts/``."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "ALT_WORKBENCH_SESSIONS": str(tmp_path / "sessions"), "ALT_WORKBENCH_WORK": str(tmp_path / "work")}
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "workbench" / "app.py"),
+                             "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
+                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"streamlit did not start: {proc.stdout.read1().decode(errors='replace') if proc.stdout else ''}")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (make browser)")
+def test_preset_then_build_and_measure_in_chromium(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    home = tmp_path / "home"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"],
+            env={**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+                 "XDG_CACHE_HOME": str(home / ".cache")})
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            t0 = time.perf_counter()
+            page.goto(server)
+            page.get_by_role("heading", name="Computational graph").wait_for(timeout=60_000)
+            page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+            first_load_s = time.perf_counter() - t0
+            page.screenshot(path=str(ARTIFACTS / "graph.png"), full_page=True)
+
+            # Layouts page: the ALT tiled preset on the conv
+            page.get_by_role("link", name="Layouts").first.click()
+            page.get_by_role("heading", name="Layouts", exact=True).wait_for(timeout=30_000)
+            page.get_by_role("tab", name="Preset").click()
+            page.get_by_test_id("stSelectbox").filter(has_text="Preset").click()  # open the preset selectbox
+            page.get_by_role("option", name=re.compile("alt_tiled")).click()
+            t0 = time.perf_counter()
+            page.get_by_role("button", name="Apply preset alt_tiled").click()
+            page.get_by_text("alt_tiled applied to conv").wait_for(timeout=30_000)
+            apply_s = time.perf_counter() - t0
+
+            # The graph shows the propagated layout
+            t0 = time.perf_counter()
+            page.get_by_role("link", name="Graph").first.click()
+            expect(page.get_by_text("Last action changed the layout of")).to_be_visible(timeout=30_000)
+            page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
+            graph_s = time.perf_counter() - t0
+            page.screenshot(path=str(ARTIFACTS / "graph_tiled.png"), full_page=True)
+
+            # Loops page: build, verify and time
+            t0 = time.perf_counter()
+            page.get_by_role("link", name="Loops").first.click()
+            page.get_by_text("T.prim_func").first.wait_for(timeout=30_000)
+            loops_s = time.perf_counter() - t0
+            page.get_by_role("button", name="Build, verify and time the program").click()
+            page.get_by_text("matches reference").first.wait_for(timeout=180_000)
+            latency = page.get_by_test_id("stMetricValue").first.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "loops_measured.png"), full_page=True)
+        finally:
+            browser.close()
+    assert re.fullmatch(r"\d+\.\d{3} ms", latency.strip()), latency
+    assert float(latency.split()[0]) > 0
+    (ARTIFACTS / "e2e.txt").write_text(
+        f"first page load (graph drawn) {first_load_s:.2f} s\napply preset -> page updated {apply_s * 1e3:.0f} ms\n"
+        f"graph page with the new layouts {graph_s * 1e3:.0f} ms\nloops page with the loop nest {loops_s * 1e3:.0f} ms\n"
+        f"program latency {latency}\n")

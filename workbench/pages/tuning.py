@@ -1,0 +1,88 @@
+"""Tuning: run the joint (layout + loop) or loop-only stage in a worker process, watch the
+curves live, stop it, and apply the result to the session as ``tuned`` actions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from workbench.engine.errors import WorkbenchError
+from workbench.engine.worker import Job, session_job_spec, start_job
+from workbench.pages import _state
+from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure
+
+st.title("Auto-tuning")
+session = _state.session()
+_state.show_messages()
+st.caption("The joint stage explores layout candidates of each complex op (ALT's templates), scoring each by a "
+           "short loop tuning, then tunes loops on the best; the loop-only stage runs MetaSchedule on the "
+           "current layouts. Budgets count hardware measurements. Tuning runs in a worker process.")
+
+c1, c2, c3, c4 = st.columns(4)
+stage = c1.radio("Stage", ["joint", "loop"], horizontal=True, key="tune_stage",
+                 format_func=lambda s: "joint layout+loop" if s == "joint" else "loop only")
+budget = int(c2.number_input("Budget (measurements)", 2, 5000, 32, key="tune_budget"))
+fraction = c3.slider("Joint share of budget", 0.1, 0.9, 0.3, 0.05, key="tune_fraction", disabled=stage != "joint")
+rpc = c4.text_input("RPC tracker (host:port:key, optional)", "", key="tune_rpc")
+
+
+def job_dir() -> Path:
+    return _state.WORK_DIR / "tune" / f"{session.name}-{stage}-{session.key()}"
+
+
+job = st.session_state.get("tune_job")
+running = job is not None and job.running()
+start, stop = st.columns(2)
+if start.button("Start tuning", icon=":material/play_arrow:", key="tune_start", type="primary", disabled=running):
+    try:
+        spec = session_job_spec(session, stage, budget, rpc=rpc.strip() or None, joint_fraction=fraction)
+        st.session_state.tune_job = start_job(spec, job_dir())
+        st.session_state.tune_base = (session.key(), len(session.actions))
+        st.session_state.pop("error", None)
+    except WorkbenchError as e:
+        st.session_state.error = str(e)
+    st.rerun()
+if stop.button("Stop", icon=":material/stop:", key="tune_stop", disabled=not running):
+    job.stop()
+    st.rerun()
+
+
+@st.fragment(run_every=2.0)
+def live() -> None:
+    job: Job | None = st.session_state.get("tune_job")
+    if job is None:
+        st.info("No tuning run in this tab yet.")
+        return
+    rows = job.progress()
+    status = job.status()
+    ok = [r for r in rows if r.get("latency_ms") is not None]
+    best = min((r["latency_ms"] for r in ok), default=None)
+    st.markdown(f"**{status.state}** · {len(rows)} measurements of {job.dir.name}"
+                + (f" · best {best:.4f} ms" if best is not None else "")
+                + (f" · {len(rows) - len(ok)} failed candidates (skipped)" if len(rows) > len(ok) else ""))
+    if status.error:
+        st.error(status.error)
+    if rows:
+        left, right = st.columns(2)
+        left.plotly_chart(progress_figure(rows), width="stretch", key="tune_curves")
+        if any(r.get("stage") == "joint" for r in rows):
+            right.plotly_chart(candidates_figure(rows), width="stretch", key="tune_candidates")
+            right.dataframe(pd.DataFrame(candidate_scores(rows)), hide_index=True, width="stretch")
+    if status.state != "running" and st.session_state.get("tune_seen") != (str(job.dir), status.state):
+        st.session_state.tune_seen = (str(job.dir), status.state)
+        st.rerun()  # once, so the page shows the result buttons
+
+
+live()
+
+if job is not None and not job.running() and (tuned := job.tuned_session()) is not None:
+    base_key, base_len = st.session_state.get("tune_base", ("", 0))
+    new = tuned.actions[base_len:]
+    st.success(f"Tuning done: {len(new)} tuned kernels. " + ", ".join(
+        f"{a['op']} {a.get('latency_ms', float('nan')):.4f} ms" for a in new))
+    if base_key != session.key():
+        st.warning("The session changed since this run started; applying replaces it with the tuned one.")
+    st.button("Apply the result to the session", key="tune_apply", type="primary", on_click=_state.act,
+              args=(lambda s: tuned, "tuning result applied"))
