@@ -163,3 +163,23 @@ def test_switching_the_model_starts_a_fresh_session(at):
     home(at).selectbox(key="model_pick").set_value("gmm").run()
     assert session(at).model == {"zoo": "gmm"} and session(at).actions == ()
     assert "gmm 1x1024x1024" in graph_labels(at) or "gmm 1024x1024" in graph_labels(at), graph_labels(at)
+
+
+def test_tuning_runs_in_a_worker_shows_curves_and_applies_the_result(at):
+    """Loop-only stage, 2 measurements, on the small C1D model: start, watch, apply."""
+    home(at).selectbox(key="model_pick").set_value("c1d").run()
+    at.switch_page("pages/tuning.py").run()
+    at.radio(key="tune_stage").set_value("loop").run()
+    at.number_input(key="tune_budget").set_value(2).run()
+    at.button(key="tune_start").click().run()
+    job = at.session_state["tune_job"]
+    assert job.wait(timeout=240).state == "done", job.status()
+    rows = job.progress()
+    assert len(rows) == 2 and all(r["stage"] == "loop" for r in rows)
+    at.run()
+    assert not at.exception, at.exception
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert any(t.get("name", "").endswith(": best") for t in fig["data"])
+    at.button(key="tune_apply").click().run()
+    tuned = [a for a in session(at).actions if a["kind"] == "tuned"]
+    assert tuned and tuned[0]["op"] == "conv" and tuned[0]["latency_ms"] > 0
