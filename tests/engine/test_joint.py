@@ -85,3 +85,22 @@ def test_a_tuned_action_with_a_foreign_trace_is_refused():
     s = new_session("gmm", m=64, n=64, k=64)
     with pytest.raises(SessionError, match="action 0"):
         s.push({"kind": "tuned", "op": "nope", "trace": [[], []]})
+
+
+def test_model_guided_pick_prefers_what_the_cost_model_predicts_fastest():
+    """With enough scores the XGBoost model picks among unscored candidates; one that looks like
+    the fastest scored candidates should be preferred over one like the slowest."""
+    import random
+
+    from workbench.engine.joint import Candidate, _pick
+
+    fast = [Candidate("alt_tiled", (("tiles", (4, 16)), ("ot", 16), ("it", 3))),
+            Candidate("alt_tiled", (("tiles", (4, 8)), ("ot", 16), ("it", 3))),
+            Candidate("alt_tiled", (("tiles", (8, 16)), ("ot", 16), ("it", 3)))]
+    slow = [Candidate("alt_tiled", (("tiles", (1, 1)), ("ot", 1), ("it", 1))),
+            Candidate("alt_tiled", (("tiles", (1, 2)), ("ot", 1), ("it", 1)))]
+    scored = {fast[0]: 1.0, fast[1]: 1.1, slow[0]: 50.0, slow[1]: 45.0}
+    space = list(scored) + [fast[2], Candidate("alt_tiled", (("tiles", (2, 1)), ("ot", 1), ("it", 1)))]
+    picks = {_pick(space, scored, random.Random(seed), "model") for seed in range(10)}
+    assert fast[2] in picks
+    assert all(p not in scored for p in picks)

@@ -113,9 +113,10 @@ def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Ra
     pad = lambda v: v + [0.0] * (width - len(v))  # noqa: E731
     ys = [math.log(s) if s < math.inf else math.log(max(v for v in scored.values() if v < math.inf)) + 1
           for s in scored.values()]
-    model = xgb.XGBRegressor(n_estimators=60, max_depth=3, learning_rate=0.3, verbosity=0)
-    model.fit(np.array([pad(x) for x in xs]), np.array(ys))
-    pred = model.predict(np.array([pad(c.features()) for c in left]))
+    # xgboost's native API: its scikit-learn wrapper would need scikit-learn installed
+    model = xgb.train({"max_depth": 3, "eta": 0.3, "verbosity": 0, "nthread": 1},
+                      xgb.DMatrix(np.array([pad(x) for x in xs]), label=np.array(ys)), num_boost_round=60)
+    pred = model.predict(xgb.DMatrix(np.array([pad(c.features()) for c in left])))
     if rng.random() < 0.2:  # keep exploring a little
         return rng.choice(left)
     return left[int(np.argmin(pred))]
