@@ -136,3 +136,24 @@ def test_help_lists_every_command():
     text = cli.parser().format_help()
     for command in ("replay", "export", "tune", "bench", "ceilings"):
         assert command in text
+
+
+def test_tune_joint_writes_a_session_that_replays_to_the_tuned_kernels(tmp_path):
+    """The joint stage with a tiny budget on C1D: the tuned session holds the chosen layout and
+    trace, and replays (no tuning) to kernels that match the reference."""
+    out = tmp_path / "c1d_tuned.json"
+    r = run("tune", str(ROOT / "sessions" / "c1d.json"), "--stage", "joint", "--budget", "6",
+            "--work-dir", str(tmp_path / "work"), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    tuned = json.loads(out.read_text())
+    acts = [a for a in tuned["actions"] if a["kind"] == "tuned"]
+    assert len(acts) == 1 and acts[0]["op"] == "conv" and acts[0]["latency_ms"] > 0 and acts[0]["trace"]
+    lines = (tmp_path / "work" / "progress.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert 1 <= len(rows) <= 6 and {r["stage"] for r in rows} <= {"joint", "loop"} and rows[0]["stage"] == "joint"
+    assert all({"task", "stage", "trial", "layout", "trace_id", "latency_ms", "error", "predicted", "best_ms",
+                "time"} <= set(r) for r in rows)
+    rep = run("replay", str(out), "--out", str(tmp_path / "replay"))
+    assert rep.returncode == 0, rep.stderr
+    report = json.loads((tmp_path / "replay" / "report.json").read_text())
+    assert report["ok"] and {k["name"]: k["schedule"] for k in report["kernels"]}["conv"] == "tuned"

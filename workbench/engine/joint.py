@@ -123,7 +123,7 @@ def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Ra
 
 
 def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int, *,
-               joint_fraction: float = 0.3, per_candidate: int = 8, search: str = "model",
+               joint_fraction: float = 0.3, per_candidate: int = 4, search: str = "model",
                progress_path: Path | None = None, rpc: RpcConfig | None = None, seed: int = 0,
                on_candidate: Callable[[Candidate, float | None], None] | None = None,
                isolated: bool = False) -> JointResult:
@@ -138,7 +138,8 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     work_dir = Path(work_dir)
     rng = random.Random(seed)
     space = layout_space(graph, op)
-    joint_budget = max(per_candidate, int(round(budget * joint_fraction)))
+    per_candidate = max(1, min(per_candidate, budget - 1))  # never more than the budget in all
+    joint_budget = min(budget - 1, max(per_candidate, int(round(budget * joint_fraction))))
     n_cand = max(1, min(len(space), joint_budget // per_candidate))
     scored: dict[Candidate, float] = {}
     results: dict[Candidate, Any] = {}

@@ -54,6 +54,9 @@ def tune_session(session: Session, stage: str, budget: int, work_dir: Path, *, r
         ops = [k.head for k in prog.plan.kernels if k.ops and graph.node(k.head).kind == "complex"]
         if not ops:
             raise TuneError(f"{graph.name} has no complex op to tune layouts for")
+        if budget < 2 * len(ops):
+            raise TuneError(f"a joint budget of {budget} measurements is too small for {len(ops)} complex ops "
+                            f"({', '.join(ops)}): give at least {2 * len(ops)} (two each)")
         shares = budget_split({op: float(graph.flops(op)) for op in ops}, budget)
         for op in ops:
             res = joint_tune(graph, replay(session).book, op, session.target, work_dir / "joint" / op, shares[op],
