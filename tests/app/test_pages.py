@@ -72,23 +72,23 @@ def test_a_preset_through_the_form_changes_the_graph_layout_labels(at):
     assert at.session_state["changed"] >= {"conv", "bias", "relu"}
 
 
+def fill_split(app: AppTest, factors: str) -> AppTest:
+    """The Layouts page's primitive form: split dim 1 of conv by ``factors``."""
+    app.switch_page("pages/layouts.py").run()
+    app.selectbox(key="layout_key").set_value("conv").run()
+    app.selectbox(key="layout_prim").set_value("split").run()
+    app.number_input(key="lp_split_dim").set_value(1).run()
+    return app.text_input(key="lp_factors").input(factors).run()
+
+
 def test_a_primitive_through_the_form_is_recorded(at):
-    at.switch_page("pages/layouts.py").run()
-    at.selectbox(key="layout_key").set_value("conv").run()
-    at.selectbox(key="layout_prim").set_value("split").run()
-    at.number_input(key="lp_split_dim").set_value(1).run()
-    at.text_input(key="lp_factors").input("4, 16").run()
-    at.button(key="apply_prim").click().run()
+    fill_split(at, "4, 16").button(key="apply_prim").click().run()
     assert [(a["tensor"], a["primitive"], a["args"]) for a in session(at).actions] == [
         ("conv", "split", {"dim": 1, "factors": [4, 16]})]
 
 
 def test_an_invalid_primitive_shows_the_engine_message_and_changes_nothing(at):
-    at.switch_page("pages/layouts.py").run()
-    at.selectbox(key="layout_key").set_value("conv").run()
-    at.selectbox(key="layout_prim").set_value("split").run()
-    at.number_input(key="lp_split_dim").set_value(1).run()
-    at.text_input(key="lp_factors").input("3, 16").run()
+    fill_split(at, "3, 16")
     shown = " ".join(w.value for w in at.warning)
     assert "[3, 16]" in shown and "48" in shown and "64" in shown
     assert at.button(key="apply_prim").disabled  # a browser user cannot apply it
