@@ -12,6 +12,7 @@ import pytest
 from workbench.engine.export import export_session
 from workbench.engine.loops import apply_steps, basic_schedule, trace_json
 from workbench.engine.lower import stored_constants
+from workbench.engine.program import resolve_target
 from workbench.engine.session import load, new_session, replay
 
 SESSIONS = Path(__file__).resolve().parents[2] / "sessions"
@@ -73,7 +74,8 @@ def test_plain_tvm_applies_the_exported_records(case, tmp_path):
     s = CASES[case]()
     out = export_session(s, tmp_path / "export")
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["tvm_version"] and manifest["target"] == s.target
+    assert manifest["tvm_version"] and manifest["session_target"] == s.target
+    assert manifest["target"] == resolve_target(s.target) and "mcpu" in manifest["target"]
     state = replay(s)
     plan = state.program.plan
     assert [k["name"] for k in manifest["kernels"]] == [k.name for k in plan.kernels]

@@ -34,7 +34,7 @@ from tvm import s_tir
 
 from .errors import BuildError
 from .loops import apply_steps, apply_trace_json, list_blocks
-from .program import target_from
+from .program import resolve_target, target_from
 from .session import Session, dumps, replay
 
 __all__ = ["export_session", "DATABASE_FILES"]
@@ -95,7 +95,9 @@ def export_session(session: Session, out_dir: str | Path, progress: Callable[[st
                 args_info=ms.arg_info.ArgInfo.from_prim_func(func)))
     except Exception as e:  # noqa: BLE001
         raise BuildError(f"could not write the MetaSchedule database: {str(e).splitlines()[0]}") from None
-    manifest = {"session": session.name, "target": dict(session.target), "tvm_version": tvm.__version__,
+    # the target the kernels were built and timed for (an llvm target without mcpu means this CPU)
+    manifest = {"session": session.name, "target": resolve_target(session.target),
+                "session_target": dict(session.target), "tvm_version": tvm.__version__,
                 "model": dict(session.model), "database": list(DATABASE_FILES), "kernels": kernels,
                 "outputs": dict(plan.outputs)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

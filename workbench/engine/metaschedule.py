@@ -42,6 +42,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from .errors import TuneError
+from .program import resolve_target
 
 __all__ = ["TuneTask", "TuneResult", "RpcConfig", "tune_loops", "read_progress", "best_record", "plain",
            "budget_shares", "InProcessBuilder", "InProcessRunner"]
@@ -598,7 +599,7 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
     left = budget - sum(done.values())
     if left > 0:
         try:
-            tgt = tvm.target.Target(dict(target))
+            tgt = tvm.target.Target(resolve_target(target))
         except Exception as e:
             raise TuneError(f"bad target {target}: {_err(e)}") from None
         builder, runner = _measurers(rpc, isolated, build_timeout_s)
