@@ -183,3 +183,31 @@ def test_tuning_runs_in_a_worker_shows_curves_and_applies_the_result(at):
     at.button(key="tune_apply").click().run()
     tuned = [a for a in session(at).actions if a["kind"] == "tuned"]
     assert tuned and tuned[0]["op"] == "conv" and tuned[0]["latency_ms"] > 0
+
+
+def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp_path):
+    from workbench.engine.session import new_session, save
+    from workbench.pages import _state
+
+    save(new_session("r18_stem", name="plain"), _state.SESSIONS_DIR / "plain.json")
+    at.switch_page("pages/layouts.py").run()
+    at.selectbox(key="preset_name").set_value("alt_tiled").run()
+    at.text_input(key="pp_tiles").input("4, 16").run()
+    at.button(key="apply_preset").click().run()
+    at.switch_page("pages/profile.py").run()
+    at.button(key="profile_measure").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    charts = {c.key: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    roof = charts["roofline"]
+    assert any(t.get("name", "").startswith("conv") for t in roof["data"])  # the measured conv is on it
+    assert at.selectbox(key="profile_kernel").value == "conv"
+    at.selectbox(key="profile_compare").set_value("plain").run()
+    misses = json.loads(next(c for c in at.get("plotly_chart") if c.key == "misses").proto.spec)
+    bars = {t["name"]: t["y"] for t in misses["data"]}
+    assert set(bars) == {"current (r18_stem)", "plain"}
+    l1 = 0  # the first bar: L1d misses, all lines; the tiled layout needs fewer than NCHW
+    assert bars["current (r18_stem)"][l1] < bars["plain"][l1]
+    at.button(key="counters").click().run()
+    assert not at.exception
+    assert at.get("dataframe") and (any("Model only" in i.value for i in at.info) or
+                                    any(d.key == "counters_table" for d in at.get("dataframe")))

@@ -14,10 +14,13 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from workbench.engine import zoo
 from workbench.engine.errors import WorkbenchError
+from workbench.engine.program import measure
+from workbench.engine.roofline import program_points
 from workbench.engine.session import Session, State, new_session, replay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +37,7 @@ def init() -> None:
         ss.selected = None       # the op clicked in the graph
         ss.variants = []         # measured variants: one dict each (the comparison table)
         ss.timings = {}          # variant label -> {kernel: latency_ms}
+        ss.points = []           # roofline points of the measured variants
         ss.last_action_ms = None
 
 
@@ -114,10 +118,54 @@ def changed() -> Collection[str]:
     return st.session_state.changed
 
 
-def record_variant(row: dict[str, Any], kernel_ms: dict[str, float]) -> None:
+def _label(s: Session) -> str:
+    last = s.actions[-1] if s.actions else None
+    what = (f"{last.get('preset') or last.get('primitive') or 'tuned'} on {last.get('tensor') or last.get('op')}"
+            if last else "default")
+    return f"v{len(variants()) + 1}: {what}"
+
+
+def measure_current(st_state: State) -> None:
+    """Build, verify and time the current session; keep it as a variant (table, bars, roofline)."""
+    with st.status("building with LLVM, verifying against the reference, timing each kernel…") as status:
+        try:
+            m = measure(st_state.scheduled_program(), st_state.session.target)
+        except WorkbenchError as e:
+            status.update(label="build failed", state="error")
+            st.session_state.error = str(e)
+            return
+        label = _label(st_state.session)
+        v = m.verification
+        st.session_state.variants.append({
+            "variant": label, "session": st_state.session.key(), "actions": len(st_state.session.actions),
+            "total_ms": m.total_ms, **{f"{t.name} ms": t.latency_ms for t in m.timings},
+            "max_abs_error": v.max_abs_error, "max_rel_error": v.max_rel_error, "matches_reference": v.ok})
+        st.session_state.timings[label] = {t.name: t.latency_ms for t in m.timings}
+        st.session_state.points += program_points(st_state.scheduled_program(), st.session_state.timings[label], label)
+        st.session_state.last_measure = {
+            "label": label, "ok": v.ok, "total_ms": m.total_ms, "err": v.max_abs_error,
+            "kernels": [{"kernel": t.name, "latency ms": t.latency_ms, "spread ms": t.spread_ms, "GFLOP/s": t.gflops}
+                        for t in m.timings]}
+        status.update(label=f"{label}: {m.total_ms:.3f} ms, "
+                            f"{'matches the reference' if v.ok else 'DOES NOT match the reference'}", state="complete")
+
+
+def show_measurements() -> None:
+    """The last measurement's figures and the comparison table of every variant."""
+    if res := st.session_state.get("last_measure"):
+        a, b, c = st.columns(3)
+        a.metric(f"Program latency ({res['label']})", f"{res['total_ms']:.3f} ms")
+        b.metric("Max abs error", f"{res['err']:.2e}")
+        c.metric("Check", "matches reference" if res["ok"] else "MISMATCH")
+        st.dataframe(pd.DataFrame(res["kernels"]), hide_index=True, width="stretch", key="last_kernels")
+    if variants():
+        st.markdown("**Variants measured in this tab** (side by side)")
+        st.dataframe(pd.DataFrame(variants()), hide_index=True, width="stretch", key="variants")
+
+
+def roofline_points() -> list:
     init()
-    st.session_state.variants.append(row)
-    st.session_state.timings[row["variant"]] = kernel_ms
+    return st.session_state.points
 
 
 def variants() -> list[dict[str, Any]]:

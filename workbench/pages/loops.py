@@ -8,7 +8,6 @@ import streamlit as st
 
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.loops import PRIMITIVES, diff, list_blocks, list_loops, script
-from workbench.engine.program import measure
 from workbench.pages import _state
 
 st.title("Loops")
@@ -83,38 +82,6 @@ else:
 
 st.subheader("Build & measure")
 if st.button("Build, verify and time the program", key="measure", type="primary"):
-    with st.status("building with LLVM, verifying against the reference, timing each kernel…") as status:
-        try:
-            m = measure(state.scheduled_program(), state.session.target)
-        except WorkbenchError as e:
-            status.update(label="build failed", state="error")
-            st.session_state.error = str(e)
-            st.rerun()
-        n = len(_state.variants()) + 1
-        last = state.session.actions[-1] if state.session.actions else None
-        what = (f"{last.get('preset') or last.get('primitive') or 'tuned'} on {last.get('tensor') or last.get('op')}"
-                if last else "default")
-        label = f"v{n}: {what}"
-        kt = {t.name: t for t in m.timings}
-        _state.record_variant({
-            "variant": label, "session": state.session.key(), "actions": len(state.session.actions),
-            "total_ms": m.total_ms, f"{kernel}_ms": kt[kernel].latency_ms, "GFLOP/s": kt[kernel].gflops,
-            "max_abs_error": m.verification.max_abs_error, "max_rel_error": m.verification.max_rel_error,
-            "matches_reference": m.verification.ok}, {t.name: t.latency_ms for t in m.timings})
-        status.update(label=f"{label}: {m.total_ms:.3f} ms, "
-                            f"{'matches the reference' if m.verification.ok else 'DOES NOT match the reference'}",
-                      state="complete")
-    st.session_state.last_measure = {"label": label, "ok": m.verification.ok, "total_ms": m.total_ms,
-                                     "err": m.verification.max_abs_error,
-                                     "kernels": [{"kernel": t.name, "latency_ms": t.latency_ms, "spread_ms": t.spread_ms,
-                                                  "GFLOP/s": t.gflops} for t in m.timings]}
-
-if res := st.session_state.get("last_measure"):
-    a, b, c = st.columns(3)
-    a.metric("Program latency", f"{res['total_ms']:.3f} ms")
-    b.metric("Max abs error", f"{res['err']:.2e}")
-    c.metric("Check", "matches reference" if res["ok"] else "MISMATCH")
-    st.dataframe(pd.DataFrame(res["kernels"]), hide_index=True, width="stretch", key="last_kernels")
-if _state.variants():
-    st.markdown("**Variants measured in this tab** (side by side)")
-    st.dataframe(pd.DataFrame(_state.variants()), hide_index=True, width="stretch", key="variants")
+    _state.measure_current(state)
+    st.rerun()
+_state.show_measurements()

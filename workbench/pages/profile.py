@@ -1,21 +1,108 @@
-"""Profile: per-kernel latency of the measured variants, the roofline of each kernel against
-this machine's measured ceilings, and the cache profile of its loop nest."""
+"""Profile: per-kernel latency of the measured variants, each kernel on the roofline of this
+machine's measured ceilings, and the cache profile of its loop nest (footprint per loop level,
+estimated misses, hardware counters where the machine exposes them)."""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import streamlit as st
 
+from workbench.engine.ceilings import get_ceilings
+from workbench.engine.counters import EVENTS, kernel_counters
+from workbench.engine.errors import WorkbenchError
+from workbench.engine.footprint import profile_kernel
+from workbench.engine.roofline import program_points
+from workbench.engine.session import load, replay, safe_path
 from workbench.pages import _state
+from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.kernels import latency_bars_figure
+from workbench.viz.roofline import roofline_figure
 
 st.title("Profile")
 state = _state.state()
+session = state.session
 _state.show_messages()
 
+
+@st.cache_resource(show_spinner="measuring this machine's ceilings (once per target)…")
+def ceilings(target_json: str, refresh: int = 0):
+    return get_ceilings(json.loads(target_json), refresh=bool(refresh))
+
+
+@st.cache_resource(max_entries=32, show_spinner="computing the cache profile…")
+def cache_profile(key: str, kernel: str, _func, _caches: tuple, line: int):
+    return profile_kernel(_func, dict(_caches), line, kernel)
+
+
+c = ceilings(json.dumps(session.target, sort_keys=True), st.session_state.get("ceilings_refresh", 0))
+a, b, d, e = st.columns(4)
+a.metric("Peak (FMA kernel)", f"{c.peak_gflops:.0f} GFLOP/s")
+b.metric("Bandwidth (triad)", f"{c.triad_gbs:.1f} GB/s")
+d.metric("Ridge point", f"{c.ridge:.1f} FLOP/B")
+e.metric("Caches", " / ".join(f"{k} {v // 1024} KiB" for k, v in c.caches.items()))
+if c.note:
+    st.caption(c.note)
+if st.button("Re-measure the ceilings", key="ceilings_remeasure"):
+    st.session_state.ceilings_refresh = st.session_state.get("ceilings_refresh", 0) + 1
+    st.rerun()
+
+st.subheader("Latency and roofline")
+if st.button("Build, verify and time the current session", key="profile_measure", type="primary"):
+    _state.measure_current(state)
+    st.rerun()
 timings = _state.timings()
 if timings:
-    st.plotly_chart(latency_bars_figure(timings), width="stretch", key="latency_bars")
-    st.dataframe(pd.DataFrame(_state.variants()), hide_index=True, width="stretch", key="profile_variants")
+    left, right = st.columns(2)
+    left.plotly_chart(latency_bars_figure(timings), width="stretch", key="latency_bars")
+    right.plotly_chart(roofline_figure(_state.roofline_points(), c), width="stretch", key="roofline")
+    st.dataframe(pd.DataFrame([p.row(c) for p in _state.roofline_points()]), hide_index=True, width="stretch",
+                 key="roofline_table")
 else:
-    st.info("No variant measured yet: use **Build & measure** on the Loops page; each measured variant shows here.")
+    st.info("No variant measured yet: measure the current session here or on the Loops page; every measured "
+            "variant shows on the bars and the roofline, so layouts and schedules compare on one chart.")
+    pts = program_points(state.scheduled_program())
+    st.dataframe(pd.DataFrame([{k: v for k, v in p.row(c).items() if k in ("kernel", "GFLOP", "MB", "FLOP/byte")}
+                               for p in pts]), hide_index=True, width="stretch", key="intensity_table")
+
+st.subheader("Cache profile")
+kernels = [k.name for k in state.program.plan.kernels]
+sel = _state.selected()
+home = next((k.name for k in state.program.plan.kernels if sel in k.ops), None) or next(
+    (k.name for k in state.program.plan.kernels if k.ops and state.graph.node(k.head).kind == "complex"), kernels[0])
+kernel = st.selectbox("Kernel", kernels, index=kernels.index(home), key="profile_kernel")
+caches = tuple(c.caches.items())
+prof = cache_profile(session.key(), kernel, state.scheduled(kernel), caches, c.line_bytes)
+st.plotly_chart(footprint_figure(prof), width="stretch", key="footprint")
+st.dataframe(prof.table().round(3), hide_index=True, width="stretch", key="footprint_table")
+
+files = sorted(p.stem for p in _state.SESSIONS_DIR.glob("*.json"))
+other = st.selectbox("Compare the estimated misses with a saved session", ["(none)"] + files, key="profile_compare")
+profiles = {f"current ({session.name})": prof}
+if other != "(none)":
+    try:
+        ost = replay(load(safe_path(_state.SESSIONS_DIR, other)))
+        if kernel in ost.program.funcs:
+            profiles[other] = cache_profile(f"file:{other}", kernel, ost.scheduled(kernel), caches, c.line_bytes)
+        else:
+            st.warning(f"{other} has no kernel {kernel}")
+    except WorkbenchError as err:
+        st.warning(f"{other}: {err}")
+st.plotly_chart(misses_figure(profiles), width="stretch", key="misses")
+st.dataframe(pd.concat([p.misses_table().assign(variant=n) for n, p in profiles.items()]), hide_index=True,
+             width="stretch", key="misses_table")
+
+st.subheader("Hardware counters")
+st.caption(f"{', '.join(EVENTS)} per call of the kernel, with Linux perf (the ALT paper's Table 3).")
+if st.button("Read the counters of this kernel", key="counters"):
+    with st.spinner("building and running the kernel under perf…"):
+        try:
+            got = kernel_counters(state.scheduled_program().build(session.target), kernel)
+        except WorkbenchError as err:
+            st.session_state.error = str(err)
+            st.rerun()
+    if got.available:
+        st.dataframe(pd.DataFrame([got.per_call]), hide_index=True, width="stretch", key="counters_table")
+    else:
+        st.info(f"Model only: {got.reason}")

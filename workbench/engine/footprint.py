@@ -1,0 +1,364 @@
+"""Cache profile of a scheduled kernel: per loop level, the data each iteration touches.
+
+The model (ALT's Tables 2 and 3 argue with it):
+
+- **Footprint** of buffer B at loop L: the distinct elements of B that one iteration of L
+  touches, i.e. everything nested inside L with the loops outside L (and L) fixed at their
+  first value. Computed exactly from the blocks' buffer accesses (indices as functions of the
+  loop variables): the buffer's dims are grouped by the loop variables they share, each group
+  is enumerated with NumPy, and the groups combine as a Cartesian product (they index
+  different dims). Also counted: the distinct cache **lines**, and the contiguous **runs**
+  (maximal ranges of adjacent cache lines) they form.
+- **Where it stops fitting**: along the kernel's main loop chain (outermost first, following
+  the loop with most work), the outermost level whose total footprint fits a cache.
+- **Estimated misses** in cache C: if level l is the outermost that fits C, every iteration of
+  l brings its footprint into C once: misses = iterations(l) x lines(l). Reuse across
+  iterations of l is ignored (it is what the next level out would capture, had it fitted).
+  The **prefetch-aware** estimate counts runs instead of lines: a hardware prefetcher streams
+  the rest of a contiguous run, so a tile stored contiguously (ALT's tiled layouts) costs one
+  demand miss, where the same tile strided across a plane costs one per line.
+
+``profile_kernel(func, caches, line_bytes)`` returns a ``Profile``; ``perf_counters`` reads the
+paper's Table 3 counters with Linux ``perf`` where the machine exposes them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from collections.abc import Sequence
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import tvm
+from tvm import s_tir, tirx
+
+__all__ = ["Access", "BufferFootprint", "Level", "Profile", "profile_kernel", "accesses"]
+
+#: largest set of points enumerated for one group of dims, and for one buffer's addresses
+_MAX_POINTS = 1 << 23
+
+
+@dataclass(frozen=True)
+class Access:
+    """One buffer access of a block: index expressions over loop variables."""
+
+    buffer: str
+    shape: tuple[int, ...]
+    itemsize: int
+    indices: tuple[Any, ...]  # TIR expressions of loop variables
+
+
+@dataclass(frozen=True)
+class BufferFootprint:
+    elements: int
+    bytes: int
+    lines: int
+    runs: int
+    exact: bool = True
+
+
+@dataclass(frozen=True)
+class Level:
+    """One iteration of loop ``loop`` (``"(kernel)"`` for the whole kernel)."""
+
+    depth: int
+    loop: str
+    extent: int
+    iterations: int  # how many times an iteration of this loop runs in the whole kernel
+    buffers: dict[str, BufferFootprint]
+
+    @property
+    def bytes(self) -> int:
+        return sum(b.bytes for b in self.buffers.values())
+
+    @property
+    def lines(self) -> int:
+        return sum(b.lines for b in self.buffers.values())
+
+    @property
+    def runs(self) -> int:
+        return sum(b.runs for b in self.buffers.values())
+
+
+@dataclass(frozen=True)
+class Profile:
+    kernel: str
+    levels: list[Level]
+    caches: dict[str, int]
+    line_bytes: int
+    misses: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def fits(self, level: Level) -> list[str]:
+        return [c for c, size in self.caches.items() if level.bytes <= size]
+
+    def table(self) -> pd.DataFrame:
+        """One row per loop level: total and per-buffer footprints, and which caches hold it."""
+        rows = []
+        for lv in self.levels:
+            row = {"depth": lv.depth, "loop": lv.loop, "extent": lv.extent, "iterations": lv.iterations,
+                   "footprint KiB": lv.bytes / 1024, "lines": lv.lines, "runs": lv.runs,
+                   "fits in": ", ".join(self.fits(lv)) or "-"}
+            row.update({f"{b} KiB": fp.bytes / 1024 for b, fp in lv.buffers.items()})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def misses_table(self) -> pd.DataFrame:
+        return pd.DataFrame([{"cache": c, **m} for c, m in self.misses.items()])
+
+
+########## Reading the loop nest ##########
+
+_CHILDREN = ("seq", "body", "then_case", "else_case", "block", "init", "value", "a", "b", "args", "indices",
+             "condition", "true_value", "false_value")
+
+
+def _walk(node: Any, visit) -> None:
+    """Depth-first over TIR statements and expressions (the fields that hold children)."""
+    visit(node)
+    for name in _CHILDREN:
+        child = getattr(node, name, None)
+        if child is None or isinstance(child, (int, float, str)):
+            continue
+        if isinstance(child, Sequence):  # lists and TVM arrays
+            for c in child:
+                if isinstance(c, tvm.ir.base.Node):
+                    _walk(c, visit)
+        elif isinstance(child, tvm.ir.base.Node):
+            _walk(child, visit)
+
+
+@dataclass
+class _Loop:
+    var: Any
+    name: str
+    extent: int
+    start: int
+    children: list["_Loop"] = field(default_factory=list)
+    accesses: list[Access] = field(default_factory=list)  # of blocks directly under this loop
+    work: int = 0  # points of the blocks in its subtree
+
+
+def _block_accesses(realize: s_tir.SBlockRealize) -> list[Access]:
+    block = realize.block
+    bind = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
+    found: list[Access] = []
+
+    def visit(n: Any) -> None:
+        if type(n).__name__ in ("BufferLoad", "BufferStore", "TensorLoad", "TensorStore"):  # 0.27 loads are TensorLoad
+            buf = n.source if hasattr(n, "source") else n.buffer  # a TensorLoad names its buffer ``source``
+            found.append(Access(buf.name, tuple(int(s) for s in buf.shape), tvm.DataType(buf.dtype).bits // 8,
+                                tuple(_subst(i, bind) for i in n.indices)))
+
+    _walk(block.body, visit)
+    if block.init is not None:
+        _walk(block.init, visit)
+    return found
+
+
+def _subst(expr: Any, bind: Mapping[Any, Any]) -> Any:
+    """Replace block iteration variables by the loop expressions they are bound to."""
+    return _Eval({v: e for v, e in bind.items()}).rewrite(expr)
+
+
+def _tree(func: tirx.PrimFunc) -> _Loop:
+    root = _Loop(None, "(kernel)", 1, 0)
+
+    def walk(stmt: Any, parent: _Loop) -> None:
+        if isinstance(stmt, s_tir.SBlockRealize):
+            if not stmt.same_as(func.body):
+                parent.accesses += _block_accesses(stmt)
+            walk(stmt.block.body, parent)
+        elif isinstance(stmt, tirx.For):
+            lp = _Loop(stmt.loop_var, stmt.loop_var.name, int(stmt.extent), int(stmt.min))
+            parent.children.append(lp)
+            walk(stmt.body, lp)
+        elif isinstance(stmt, tirx.SeqStmt):
+            for c in stmt.seq:
+                walk(c, parent)
+        elif isinstance(stmt, tirx.IfThenElse):
+            walk(stmt.then_case, parent)
+            if stmt.else_case is not None:
+                walk(stmt.else_case, parent)
+        elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
+            walk(stmt.body, parent)
+
+    walk(func.body, root)
+
+    def work(lp: _Loop) -> int:
+        lp.work = (len(lp.accesses) + sum(work(c) for c in lp.children)) * lp.extent
+        return lp.work
+
+    work(root)
+    return root
+
+
+########## Evaluating index expressions on NumPy grids ##########
+
+class _Eval:
+    """Integer TIR expressions -> NumPy, and variable substitution."""
+
+    _OPS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "FloorDiv": np.floor_divide,
+            "FloorMod": np.mod, "Div": np.floor_divide, "Mod": np.mod, "Min": np.minimum, "Max": np.maximum}
+
+    def __init__(self, env: Mapping[Any, Any]) -> None:
+        self.env = env
+
+    def value(self, e: Any) -> Any:
+        kind = type(e).__name__
+        if isinstance(e, (int, np.integer)):
+            return e
+        if kind == "IntImm":
+            return int(e.value)
+        if kind == "Var":
+            return self.env[e] if e in self.env else 0
+        if kind == "Cast":
+            return self.value(e.value)
+        if kind in self._OPS:
+            return self._OPS[kind](self.value(e.a), self.value(e.b))
+        raise ValueError(f"index expression {kind} is not affine arithmetic: {e}")
+
+    def rewrite(self, e: Any) -> Any:
+        kind = type(e).__name__
+        if kind == "Var":
+            return self.env.get(e, e)
+        if kind in self._OPS:
+            return getattr(tirx, kind)(self.rewrite(e.a), self.rewrite(e.b))
+        if kind == "Cast":
+            return tirx.Cast(e.dtype, self.rewrite(e.value))
+        return e
+
+
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (sorting: NumPy's hash-based ``unique`` is far slower here)."""
+    x = np.sort(x, kind="stable" if x.size < 64 else None)
+    return x[np.concatenate(([True], x[1:] != x[:-1]))] if x.size else x
+
+
+def _vars(e: Any) -> set:
+    out: set = set()
+    _walk(e, lambda n: out.add(n) if type(n).__name__ == "Var" else None)
+    return out
+
+
+def _group_points(indices: list[Any], free: dict[Any, int]) -> tuple[np.ndarray, bool]:
+    """Distinct index tuples of ``indices`` (one group of dims) over the box of ``free`` vars
+    they use; the other vars sit at their first value."""
+    used = sorted({v for e in indices for v in _vars(e) if v in free}, key=lambda v: v.name)
+    size = math.prod(free[v] for v in used)
+    if size > _MAX_POINTS:
+        return np.empty((0, len(indices)), np.int64), False
+    grids = np.meshgrid(*[np.arange(free[v], dtype=np.int64) for v in used], indexing="ij") if used else []
+    ev = _Eval({v: g.ravel() for v, g in zip(used, grids)})
+    cols = [np.broadcast_to(np.asarray(ev.value(e), np.int64), (max(size, 1),)) for e in indices]
+    return np.stack(cols, axis=1), True
+
+
+def _addresses(acc: Access, free: dict[Any, int]) -> tuple[np.ndarray | None, int, bool]:
+    """Distinct element offsets (row-major) one access touches; also their count."""
+    dims = list(range(len(acc.indices)))
+    uses = [{v for v in _vars(acc.indices[d]) if v in free} for d in dims]
+    # dims that share a loop variable form one group (union-find)
+    parent = list(dims)
+
+    def find(d: int) -> int:
+        while parent[d] != d:
+            d = parent[d]
+        return d
+
+    for a in dims:
+        for b in dims[a + 1:]:
+            if uses[a] & uses[b]:
+                parent[find(b)] = find(a)
+    groups: dict[int, list[int]] = {}
+    for d in dims:
+        groups.setdefault(find(d), []).append(d)
+    strides = [math.prod(acc.shape[d + 1:]) for d in dims]
+    parts, count, exact = [], 1, True
+    for members in groups.values():
+        pts, ok = _group_points([acc.indices[d] for d in members], free)
+        if not ok:
+            exact = False
+            count *= math.prod(acc.shape[d] for d in members)
+            continue
+        part = _distinct(pts @ np.array([strides[d] for d in members], np.int64))
+        count *= len(part)
+        parts.append(part)
+    if not exact or count > _MAX_POINTS:
+        return None, min(count, math.prod(acc.shape)), False
+    addr = np.zeros(1, np.int64)
+    for p in sorted(parts, key=lambda p: -int(p[0]) if len(p) else 0):  # groups index different dims:
+        addr = np.add.outer(addr, p).ravel()                                # the sums are all distinct
+    return np.sort(addr), len(addr), True
+
+
+def _footprints(accs: list[Access], free: dict[Any, int], line_bytes: int) -> dict[str, BufferFootprint]:
+    by_buf: dict[str, list[Access]] = {}
+    for a in accs:
+        by_buf.setdefault(a.buffer, []).append(a)
+    out = {}
+    for name, group in by_buf.items():
+        item = group[0].itemsize
+        sets, total, exact = [], 0, True
+        for a in group:
+            addr, n, ok = _addresses(a, free)
+            exact &= ok
+            if addr is None:
+                total = max(total, n)
+            else:
+                sets.append(addr)
+        if exact:
+            addr = _distinct(np.concatenate(sets))
+            line_ids = _distinct(addr * item // line_bytes)
+            lines = len(line_ids)
+            runs = 1 + int(np.count_nonzero(np.diff(line_ids) > 1)) if lines else 0  # runs of adjacent lines
+            out[name] = BufferFootprint(len(addr), len(addr) * item, lines, runs)
+        else:  # too many points to enumerate: the bound, and a dense layout's lines
+            n = max([total] + [len(s) for s in sets])
+            out[name] = BufferFootprint(n, n * item, -(-n * item // line_bytes), 1, exact=False)
+    return out
+
+
+########## The profile ##########
+
+def _subtree_accesses(lp: _Loop) -> list[Access]:
+    out = list(lp.accesses)
+    for c in lp.children:
+        out += _subtree_accesses(c)
+    return out
+
+
+def _subtree_vars(lp: _Loop) -> dict[Any, int]:
+    out: dict[Any, int] = {}
+    for c in lp.children:
+        out[c.var] = c.extent
+        out.update(_subtree_vars(c))
+    return out
+
+
+def profile_kernel(func: tirx.PrimFunc, caches: Mapping[str, int], line_bytes: int = 64,
+                   name: str = "kernel") -> Profile:
+    """Footprints along the kernel's main loop chain and the estimated misses per cache."""
+    root = _tree(func)
+    levels, lp, iters, depth = [], root, 1, 0
+    while True:
+        iters *= lp.extent if lp is not root else 1
+        levels.append(Level(depth, lp.name, lp.extent, iters,
+                            _footprints(_subtree_accesses(lp), _subtree_vars(lp), line_bytes)))
+        if not lp.children:
+            break
+        lp, depth = max(lp.children, key=lambda c: c.work), depth + 1
+    misses = {}
+    for cache, size in caches.items():
+        fit = next((lv for lv in levels if lv.bytes <= size), levels[-1])
+        misses[cache] = {"size KiB": size // 1024, "outermost level that fits": fit.loop,
+                         "footprint KiB": fit.bytes / 1024, "iterations": fit.iterations,
+                         "misses (lines)": fit.iterations * fit.lines,
+                         "misses (prefetch-aware)": fit.iterations * fit.runs}
+    return Profile(name, levels, dict(caches), line_bytes, misses)
+
+
+def accesses(func: tirx.PrimFunc) -> list[Access]:
+    """Every buffer access of the kernel's blocks (for inspection and tests)."""
+    return _subtree_accesses(_tree(func))

@@ -1,0 +1,81 @@
+"""Per-kernel roofline numbers: exact FLOPs, compulsory bytes, intensity, and how close a
+measured kernel comes to the ceiling that bounds it.
+
+Compulsory bytes: every buffer the kernel takes (its inputs and outputs, in their stored
+layouts, padding included) moved once. A kernel whose intensity (FLOP/byte) lies left of the
+ridge point is bounded by bandwidth, right of it by the FMA peak.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import tvm
+
+from .ceilings import Ceilings
+
+__all__ = ["RooflinePoint", "compulsory_bytes", "kernel_point", "program_points"]
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    kernel: str
+    variant: str
+    flops: int
+    bytes: int
+    latency_ms: float | None
+
+    @property
+    def intensity(self) -> float:
+        """FLOP per byte of compulsory traffic."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / (self.latency_ms * 1e6) if self.latency_ms else None
+
+    def attainable(self, c: Ceilings) -> float:
+        """GFLOP/s the roofline allows at this intensity."""
+        return min(c.peak_gflops, self.intensity * c.bandwidth_gbs)
+
+    def bound(self, c: Ceilings) -> str:
+        return "compute" if self.intensity * c.bandwidth_gbs >= c.peak_gflops else "memory"
+
+    def percent_of_roof(self, c: Ceilings) -> float | None:
+        """Achieved share of the bounding ceiling, in percent (for a kernel without FLOPs,
+        such as a layout conversion: achieved bandwidth over the memory roof)."""
+        if not self.latency_ms:
+            return None
+        if self.flops == 0:
+            return 100.0 * self.bytes / (self.latency_ms * 1e6) / c.bandwidth_gbs
+        return 100.0 * (self.gflops or 0.0) / self.attainable(c)
+
+    def row(self, c: Ceilings) -> dict[str, Any]:
+        return {"kernel": self.kernel, "variant": self.variant, "GFLOP": self.flops / 1e9, "MB": self.bytes / 1e6,
+                "FLOP/byte": self.intensity, "latency ms": self.latency_ms, "GFLOP/s": self.gflops,
+                "bound": self.bound(c) if self.flops else "memory", "% of roof": self.percent_of_roof(c)}
+
+
+def compulsory_bytes(func: tvm.tirx.PrimFunc) -> int:
+    """Bytes of every buffer parameter of the kernel, each moved once."""
+    total = 0
+    for p in func.params:
+        shape = getattr(p, "shape", None)
+        if shape is None:
+            continue
+        total += math.prod(int(s) for s in shape) * tvm.DataType(p.dtype).bits // 8
+    return total
+
+
+def kernel_point(name: str, func: tvm.tirx.PrimFunc, flops: int, latency_ms: float | None = None,
+                 variant: str = "") -> RooflinePoint:
+    return RooflinePoint(name, variant, int(flops), compulsory_bytes(func), latency_ms)
+
+
+def program_points(program: Any, latencies: Mapping[str, float] | None = None, variant: str = "") -> list[RooflinePoint]:
+    """One point per kernel of a ``Program`` (``latencies``: kernel -> ms, where measured)."""
+    lat = dict(latencies or {})
+    return [kernel_point(k.name, program.funcs[k.name], program.flops.get(k.name, 0), lat.get(k.name), variant)
+            for k in program.plan.kernels]

@@ -1,0 +1,49 @@
+"""Cache profile figures: footprint per loop level against the cache sizes, and the estimated
+misses of variants side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    from workbench.engine.footprint import Profile
+
+__all__ = ["footprint_figure", "misses_figure"]
+
+_CACHE_COLOURS = {"L1d": "#2ca02c", "L2": "#ff7f0e", "L3": "#d62728"}
+
+
+def footprint_figure(profile: "Profile", title: str | None = None) -> go.Figure:
+    """Bytes one iteration of each loop touches, per buffer and in total, outermost loop first;
+    the caches as horizontal lines: where the total crosses a line, that cache stops holding it."""
+    x = [f"{lv.depth}: {lv.loop} ({lv.extent})" for lv in profile.levels]
+    fig = go.Figure()
+    buffers = list(dict.fromkeys(b for lv in profile.levels for b in lv.buffers))
+    for b in buffers:
+        fig.add_trace(go.Scatter(x=x, y=[lv.buffers[b].bytes if b in lv.buffers else None for lv in profile.levels],
+                                 mode="lines+markers", name=b, connectgaps=False))
+    fig.add_trace(go.Scatter(x=x, y=[lv.bytes for lv in profile.levels], mode="lines+markers", name="total",
+                             line={"color": "#000", "width": 3}))
+    for cache, size in profile.caches.items():
+        fig.add_hline(y=size, line={"color": _CACHE_COLOURS.get(cache, "#777"), "dash": "dash"},
+                      annotation_text=f"{cache} {size // 1024} KiB", annotation_position="top right")
+    fig.update_layout(title=title or f"{profile.kernel}: footprint of one iteration per loop level",
+                      yaxis={"type": "log", "title": "bytes"}, xaxis_title="loop (outermost first)",
+                      template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 80})
+    return fig
+
+
+def misses_figure(profiles: Mapping[str, "Profile"], title: str = "Estimated cache misses") -> go.Figure:
+    """Per variant: estimated misses per cache, all lines and prefetch-aware (runs)."""
+    fig = go.Figure()
+    for name, prof in profiles.items():
+        caches = list(prof.misses)
+        fig.add_trace(go.Bar(x=[f"{c} (all lines)" for c in caches] + [f"{c} (prefetch-aware)" for c in caches],
+                             y=[prof.misses[c]["misses (lines)"] for c in caches]
+                             + [prof.misses[c]["misses (prefetch-aware)"] for c in caches], name=name))
+    fig.update_layout(title=title, barmode="group", yaxis={"type": "log", "title": "misses per kernel call"},
+                      template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 60})
+    return fig

@@ -1,0 +1,53 @@
+"""The roofline: this machine's compute and bandwidth ceilings as lines, one marker per kernel.
+
+Variants of the same kernel share a colour (one legend group per kernel) and differ by symbol,
+so a layout change shows as a marker moving right (more reuse) and up (faster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    from workbench.engine.ceilings import Ceilings
+    from workbench.engine.roofline import RooflinePoint
+
+__all__ = ["roofline_figure"]
+
+_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "pentagon")
+
+
+def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
+                    title: str = "Roofline") -> go.Figure:
+    """Log-log GFLOP/s against FLOP/byte; kernels without FLOPs or latency are left out."""
+    shown = [p for p in points if p.flops > 0 and p.gflops]
+    lo = min([p.intensity for p in shown] + [ceilings.ridge / 100]) / 2
+    hi = max([p.intensity for p in shown] + [ceilings.ridge * 100]) * 2
+    xs = np.geomspace(lo, hi, 64)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=np.minimum(ceilings.peak_gflops, xs * ceilings.bandwidth_gbs), mode="lines",
+                             name=f"roof: {ceilings.peak_gflops:.0f} GFLOP/s, {ceilings.bandwidth_gbs:.1f} GB/s",
+                             line={"color": "#333", "width": 2}))
+    fig.add_trace(go.Scatter(x=xs, y=xs * ceilings.bandwidth_gbs, mode="lines", name="bandwidth ceiling",
+                             line={"color": "#999", "dash": "dot"}))
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[ceilings.peak_gflops] * 2, mode="lines", name="compute ceiling",
+                             line={"color": "#999", "dash": "dash"}))
+    kernels = list(dict.fromkeys(p.kernel for p in shown))
+    variants = list(dict.fromkeys(p.variant for p in shown))
+    for p in shown:
+        colour = _COLOURS[kernels.index(p.kernel) % len(_COLOURS)]
+        fig.add_trace(go.Scatter(
+            x=[p.intensity], y=[p.gflops], mode="markers", name=f"{p.kernel} · {p.variant}" if p.variant else p.kernel,
+            legendgroup=p.kernel, marker={"color": colour, "size": 13, "line": {"width": 1, "color": "#fff"},
+                                          "symbol": _SYMBOLS[variants.index(p.variant) % len(_SYMBOLS)]},
+            hovertemplate=(f"<b>{p.kernel}</b> {p.variant}<br>%{{x:.2f}} FLOP/byte<br>%{{y:.2f}} GFLOP/s<br>"
+                           f"{p.percent_of_roof(ceilings):.1f}% of the {p.bound(ceilings)} roof<extra></extra>")))
+    fig.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte, compulsory traffic)"},
+                      yaxis={"type": "log", "title": "GFLOP/s"}, template="plotly_white",
+                      margin={"l": 60, "r": 20, "t": 50, "b": 50})
+    return fig
