@@ -86,8 +86,9 @@ def mv2_block(batch: int = 1) -> Graph:
 def bert_tiny_layer(batch: int = 1, seq: int = 128, hidden: int = 128, heads: int = 2) -> Graph:
     """One BERT-tiny encoder layer (sequence 128, hidden 128, 2 heads, FFN 512).
 
-    data (S,H) -> q, k, v (GMM with q.weight etc. (H,H)) + q_bias... -> q_heads/k_heads/v_heads
-    (reshape to (S,heads,H/heads), transpose to (heads,S,H/heads); k_t to (heads,H/heads,S))
+    data (S,H) -> q, k, v (GMM with q.weight, k.weight, v.weight (H,H)) -> q_bias, k_bias, v_bias
+    -> q_heads_r, k_t_r, v_heads_r (reshape to (S,heads,H/heads)) -> q_heads, v_heads (transpose to
+    (heads,S,H/heads)), k_t (transpose to (heads,H/heads,S))
     -> scores (batched GMM (heads,S,S)) -> scale -> softmax -> context (batched GMM)
     -> ctx_t (transpose) -> ctx (reshape (S,H)) -> out (GMM) -> out_bias -> add1 (+ data)
     -> ln1 (layer norm; ln1.gamma, ln1.beta) -> ffn1 (GMM to 512) -> ffn1_bias -> gelu
