@@ -1,6 +1,5 @@
 """The command line on good and bad session files (each run as a user would, in a subprocess)."""
 
-import hashlib
 import json
 import subprocess
 import sys

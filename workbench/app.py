@@ -18,6 +18,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from workbench.engine import zoo  # noqa: E402
+from workbench.engine.program import resolve_target  # noqa: E402
 from workbench.engine.session import new_session  # noqa: E402
 from workbench.pages import _state  # noqa: E402
 
@@ -36,8 +37,9 @@ def sidebar() -> None:
         if pick != model:
             _state.open_session(new_session(pick))
             st.rerun()
-        st.caption(f"Target `{json.dumps(s.target)}`  \nHost: {_state.host_cpu()}, "
-                   f"num-cores {s.target.get('num-cores', '?')}")
+        built = resolve_target(s.target)
+        st.caption(f"Target `{json.dumps(s.target)}`  \nHost: {_state.host_cpu()} "
+                   f"(LLVM: `{built.get('mcpu', 'generic')}`), num-cores {s.target.get('num-cores', '?')}")
         st.caption(f"Session **{s.name}**: {len(s.actions)} actions")
         left, right = st.columns(2)
         left.button("Undo", key="undo", icon=":material/undo:", disabled=not s.actions, width="stretch",

@@ -352,7 +352,13 @@ class Layout:
     def build(shape: Sequence[int], names: str | Sequence[str] | None, prims: Sequence[Prim]) -> "Layout":
         lay = Layout.identity(shape, names)
         for p in prims:
-            lay = lay.apply(p.name, **p.kwargs)
+            if p.name == "store_at":
+                # A host's record of a store_at (``with_slot``: into="<tensor>"): replay the slot.
+                # ``apply`` refuses store_at, so rebuilding a host failed before (a second
+                # attachment, decouple_at of the later one, or pad+unpad after a store_at).
+                lay = lay.with_slot(p.kwargs["dim"], str(p.kwargs["into"]).strip("<>"))
+            else:
+                lay = lay.apply(p.name, **p.kwargs)
         return lay
 
     ########## properties ##########

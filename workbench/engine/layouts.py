@@ -109,9 +109,12 @@ def alt_tiled(graph: Graph, op: str, tiles: list[int] | int = 4, ot: int = 16, i
     s, p, d = as_t(a.get("stride", 1)), as_t(a.get("padding", 0)), as_t(a.get("dilation", 1))
     ks = graph.tensors[w].shape[2:]
     cin = graph.tensors[x].shape[1]
+    # A tile larger than the output is clipped to it, for the output split AND the input unfold
+    # (unclipped, the unfold's stride tl*s outgrew its tile and the preset was refused).
+    tl = [min(t, n) for t, n in zip(tl, out_shape[2:])]
     acts: list[Action] = []
     for j in reversed(range(nd)):
-        acts.append((op, "split", {"dim": 2 + j, "factors": [-1, min(tl[j], out_shape[2 + j])]}))
+        acts.append((op, "split", {"dim": 2 + j, "factors": [-1, tl[j]]}))
     acts += [(op, "split", {"dim": 1, "factors": [-1, min(ot, out_shape[1])]}), (op, "reorder", {"perm": _tile_perm(nd)})]
     view = f"{x}@{op}"
     if node.type.startswith("conv_transpose"):
@@ -123,8 +126,11 @@ def alt_tiled(graph: Graph, op: str, tiles: list[int] | int = 4, ot: int = 16, i
         for j in reversed(range(nd)):
             span = (ks[j] - 1) * d[j] + 1
             extent = graph.tensors[x].shape[2 + j] + 2 * p[j]
-            acts.append((view, "unfold", {"dim": 2 + j, "tile": min((tl[j] - 1) * s[j] + span, extent),
-                                           "stride": tl[j] * s[j]}))
+            # A stride larger than the kernel span (e.g. a 1x1 conv with stride 2) leaves gaps
+            # between the input windows; the tile then covers a whole stride (unfold never skips
+            # elements). One tile clipped to the whole dim needs no stride beyond it.
+            tile = min(max((tl[j] - 1) * s[j] + span, tl[j] * s[j]), extent)
+            acts.append((view, "unfold", {"dim": 2 + j, "tile": tile, "stride": min(tl[j] * s[j], tile)}))
         acts += [(view, "split", {"dim": 1, "factors": [-1, min(it, cin)]}), (view, "reorder", {"perm": _tile_perm(nd)})]
     wshape = graph.tensors[w].shape
     wo, wi = min(wot or ot, wshape[0]), min(wit or it, wshape[1])

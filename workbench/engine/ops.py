@@ -130,12 +130,17 @@ def _conv_flops(shapes, a, out):
     return 2 * math.prod(out) * w[1] * math.prod(w[2:])
 
 
-def _conv_ref(vals, a):
+def _torch_conv(kind: str, vals, a, **extra):
+    """PyTorch's ``conv{nd}d`` / ``conv_transpose{nd}d`` as the reference."""
     x, w = vals[:2]
     nd = x.ndim - 2
-    fn = getattr(_torch().nn.functional, f"conv{nd}d")
-    return fn(_t(x), _t(w), stride=_nt(a, "stride", nd, 1), padding=_nt(a, "padding", nd, 0),
-              dilation=_nt(a, "dilation", nd, 1), groups=a.get("groups", 1)).numpy()
+    fn = getattr(_torch().nn.functional, f"{kind}{nd}d")
+    return fn(_t(x), _t(w), stride=_nt(a, "stride", nd, 1), padding=_nt(a, "padding", nd, 0), **extra).numpy()
+
+
+def _conv_ref(vals, a):
+    nd = vals[0].ndim - 2
+    return _torch_conv("conv", vals, a, dilation=_nt(a, "dilation", nd, 1), groups=a.get("groups", 1))
 
 
 def _conv_label(a):
@@ -191,11 +196,7 @@ def _tconv_flops(shapes, a, out):
 
 
 def _tconv_ref(vals, a):
-    x, w = vals[:2]
-    nd = x.ndim - 2
-    fn = getattr(_torch().nn.functional, f"conv_transpose{nd}d")
-    return fn(_t(x), _t(w), stride=_nt(a, "stride", nd, 1), padding=_nt(a, "padding", nd, 0),
-              output_padding=_nt(a, "output_padding", nd, 0)).numpy()
+    return _torch_conv("conv_transpose", vals, a, output_padding=_nt(a, "output_padding", vals[0].ndim - 2, 0))
 
 
 for _nd in (2, 3):

@@ -56,8 +56,9 @@ def r18_stem(batch: int = 1) -> Graph:
 def r18_block(batch: int = 1) -> Graph:
     """A ResNet-18 basic block, 64 channels at 56x56, with its residual add.
 
-    data (N,64,56,56) -> conv1 (C2D 3x3 pad 1; conv1.weight) -> conv1_bias -> relu1
-    -> conv2 (C2D 3x3 pad 1; conv2.weight) -> conv2_bias -> add (+ data) -> relu2 (N,64,56,56).
+    data (N,64,56,56) -> conv1 (C2D 3x3 pad 1; conv1.weight) -> conv1_bias (conv1_bias.bias) -> relu1
+    -> conv2 (C2D 3x3 pad 1; conv2.weight) -> conv2_bias (conv2_bias.bias) -> add (+ data)
+    -> relu2 (N,64,56,56).
     """
     b = GraphBuilder("r18_block")
     x = b.input("data", (batch, 64, 56, 56))
@@ -70,9 +71,10 @@ def r18_block(batch: int = 1) -> Graph:
 def mv2_block(batch: int = 1) -> Graph:
     """A MobileNet-V2 inverted residual block (expansion 6, 24 channels at 28x28).
 
-    data (N,24,28,28) -> expand (1x1 C2D to 144; expand.weight) -> expand_bias -> relu6_1
-    -> dw (DEP 3x3 pad 1, 144 groups; dw.weight (144,1,3,3)) -> dw_bias -> relu6_2
-    -> project (1x1 C2D to 24; project.weight) -> project_bias -> add (+ data) (N,24,28,28).
+    data (N,24,28,28) -> expand (1x1 C2D to 144; expand.weight) -> expand_bias (expand_bias.bias)
+    -> relu6_1 -> dw (DEP 3x3 pad 1, 144 groups; dw.weight (144,1,3,3)) -> dw_bias (dw_bias.bias)
+    -> relu6_2 -> project (1x1 C2D to 24; project.weight) -> project_bias (project_bias.bias)
+    -> add (+ data) (N,24,28,28).
     """
     b = GraphBuilder("mv2_block")
     x = b.input("data", (batch, 24, 28, 28))
@@ -87,12 +89,14 @@ def bert_tiny_layer(batch: int = 1, seq: int = 128, hidden: int = 128, heads: in
     """One BERT-tiny encoder layer (sequence 128, hidden 128, 2 heads, FFN 512).
 
     data (S,H) -> q, k, v (GMM with q.weight, k.weight, v.weight (H,H)) -> q_bias, k_bias, v_bias
+    (q_bias.bias, k_bias.bias, v_bias.bias)
     -> q_heads_r, k_t_r, v_heads_r (reshape to (S,heads,H/heads)) -> q_heads, v_heads (transpose to
     (heads,S,H/heads)), k_t (transpose to (heads,H/heads,S))
     -> scores (batched GMM (heads,S,S)) -> scale -> softmax -> context (batched GMM)
-    -> ctx_t (transpose) -> ctx (reshape (S,H)) -> out (GMM) -> out_bias -> add1 (+ data)
-    -> ln1 (layer norm; ln1.gamma, ln1.beta) -> ffn1 (GMM to 512) -> ffn1_bias -> gelu
-    -> ffn2 (GMM to 128) -> ffn2_bias -> add2 (+ ln1) -> ln2 (S,H).
+    -> ctx_t (transpose) -> ctx (reshape (S,H)) -> out (GMM; out.weight) -> out_bias (out_bias.bias)
+    -> add1 (+ data) -> ln1 (layer norm; ln1.gamma, ln1.beta) -> ffn1 (GMM to 512; ffn1.weight)
+    -> ffn1_bias (ffn1_bias.bias) -> gelu -> ffn2 (GMM to 128; ffn2.weight) -> ffn2_bias (ffn2_bias.bias)
+    -> add2 (+ ln1) -> ln2 (layer norm; ln2.gamma, ln2.beta) (S,H).
     """
     if batch != 1:
         raise GraphError("bert_tiny_layer supports batch 1 (the sequence is the row dim)")
@@ -166,11 +170,14 @@ MODELS: dict[str, Callable[..., Graph]] = {
     "gmm": gmm,
     "c1d": _single("c1d", "C1D (wav2letter-like): data (N,64,256) -> conv (64->128, k=3, pad 1; conv.weight) (N,128,256).",
                    (64, 256), 128, 3, 1, padding=1),
-    "c3d": _single("c3d", "C3D (ResNet3D-18 layer): data (N,64,8,28,28) -> conv (64->64, 3x3x3, pad 1) (N,64,8,28,28).",
+    "c3d": _single("c3d", "C3D (ResNet3D-18 layer): data (N,64,8,28,28) -> conv (64->64, 3x3x3, pad 1; "
+                   "conv.weight) (N,64,8,28,28).",
                    (64, 8, 28, 28), 64, 3, 3, padding=1),
-    "dil": _single("dil", "DIL (dilated C2D, DeepLab-like): data (N,64,28,28) -> conv (64->64, 3x3, dilation 2, pad 2).",
+    "dil": _single("dil", "DIL (dilated C2D, DeepLab-like): data (N,64,28,28) -> conv (64->64, 3x3, dilation 2, pad 2; "
+                   "conv.weight) (N,64,28,28).",
                    (64, 28, 28), 64, 3, 2, padding=2, dilation=2),
-    "grp": _single("grp", "GRP (grouped C2D, ResNeXt-like): data (N,128,28,28) -> conv (128->128, 3x3, pad 1, 32 groups).",
+    "grp": _single("grp", "GRP (grouped C2D, ResNeXt-like): data (N,128,28,28) -> conv (128->128, 3x3, pad 1, 32 groups; "
+                   "conv.weight) (N,128,28,28).",
                    (128, 28, 28), 128, 3, 2, padding=1, groups=32),
     "t2d": _tconv("t2d", "T2D (DCGAN-like transposed conv): data (N,128,16,16) -> tconv (128->64, 4x4, stride 2, pad 1; "
                   "tconv.weight (128,64,4,4)) (N,64,32,32).", (128, 16, 16), 64, 4, 2, 2, 1),

@@ -8,7 +8,6 @@ variants are kept apart from the session: undoing an action does not forget what
 from __future__ import annotations
 
 import os
-import platform
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -18,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine import zoo
+from workbench.engine.ceilings import cpu_name
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.program import measure
 from workbench.engine.roofline import program_points
@@ -181,10 +181,4 @@ def timings() -> dict[str, dict[str, float]]:
 @st.cache_data(show_spinner=False)
 def host_cpu() -> str:
     """The CPU model, for the target line in the sidebar."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_name()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.errors import WorkbenchError
 from workbench.engine.loops import PRIMITIVES, diff, list_blocks, list_loops, script
 from workbench.pages import _state
 
