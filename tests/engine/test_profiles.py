@@ -3,16 +3,18 @@ the roofline's bounds, the machine ceilings and their cache, and the perf fallba
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 import tvm
 from tvm import te
+from tvm.script import tirx as T
 
 from workbench.engine import ceilings as ceil_mod
 from workbench.engine.ceilings import Ceilings, format_ceilings, get_ceilings
 from workbench.engine.counters import kernel_counters, perf_unavailable
-from workbench.engine.footprint import profile_kernel
+from workbench.engine.footprint import perf_counters, profile_kernel
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.program import make_program
 from workbench.engine.roofline import compulsory_bytes, kernel_point
@@ -127,6 +129,32 @@ def test_contiguous_tiles_need_fewer_runs_than_strided_ones():
     assert (strided.lines, strided.runs) == (16, 16)
 
 
+def test_loops_are_enumerated_from_their_first_value():
+    """``for i in range(60, 64)``: rows 0..3 read twice (as i - 60 and as 63 - i) are 4 rows, not 8."""
+
+    @T.prim_func(s_tir=True)
+    def shifted(a: T.Buffer((64, 64), "float32"), b: T.Buffer((4, 64), "float32")):
+        for i in T.serial(60, 64):
+            for j in range(64):
+                with T.sblock("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    b[vi - 60, vj] = a[vi - 60, vj] + a[63 - vi, vj]
+
+    prof = profile_kernel(shifted, {"L1d": 32 * KIB}, 64, "shifted")
+    top = prof.levels[0].buffers
+    assert (top["a"].bytes, top["a"].lines, top["a"].runs) == (4 * 64 * 4, 16, 1)
+    assert top["b"].bytes == 4 * 64 * 4 and all(fp.exact for fp in top.values())
+
+
+def test_profile_kernel_takes_the_ceilings():
+    func = _tiled_gmm()
+    a, b = profile_kernel(func, FAKE, name="gmm"), profile_kernel(func, FAKE.caches, FAKE.line_bytes, "gmm")
+    assert a == b and set(a.misses) == set(FAKE.caches)
+    table = a.table()
+    assert list(table["loop"]) == ["(kernel)", "i_0", "j_0", "k_0", "i_1", "k_1", "j_1"]
+    assert table["exact"].all() and {"A KiB", "B KiB", "C KiB"} <= set(table.columns)
+
+
 FAKE = Ceilings("test cpu", {"kind": "llvm"}, peak_gflops=100.0, copy_gbs=10.0, triad_gbs=12.0,
                 caches={"L1d": 32 * KIB, "L2": KIB * KIB}, line_bytes=64)
 
@@ -169,8 +197,25 @@ def test_ceilings_are_measured_once_then_read_from_the_cache(tmp_path, monkeypat
 
 
 def test_cache_sizes_fall_back_to_defaults_when_the_os_does_not_tell(tmp_path):
-    caches, line, note = ceil_mod.cache_info(tmp_path / "nothing")
+    caches, line, note = ceil_mod.cache_info(tmp_path / "nothing", getconf=False)
     assert caches == ceil_mod.DEFAULT_CACHES and line == 64 and "defaults" in note
+    caches, line, note = ceil_mod.cache_info(tmp_path / "nothing")  # getconf, where glibc knows
+    assert caches.get("L1d", 0) > 0 and line > 0 and ("getconf" in note or "defaults" in note)
+
+
+def test_cache_sizes_are_read_from_sysfs(tmp_path):
+    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+                                             (3, "Unified", "32M")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        for name, text in [("level", level), ("type", kind), ("size", size), ("coherency_line_size", 64)]:
+            (d / name).write_text(f"{text}\n")
+    assert ceil_mod.cache_info(tmp_path) == ({"L1d": 48 * KIB, "L2": 2 * KIB * KIB, "L3": 32 * KIB * KIB}, 64, "")
+
+
+def test_ceilings_round_trip_through_json():
+    assert Ceilings.from_json(json.loads(json.dumps(FAKE.to_json()))) == FAKE
+    assert FAKE.bandwidth_gbs == 12.0 and FAKE.ridge == pytest.approx(100 / 12)
 
 
 def test_perf_counters_give_numbers_or_a_reason():
@@ -181,6 +226,9 @@ def test_perf_counters_give_numbers_or_a_reason():
         assert got.per_call["instructions"] > 0 and not got.reason
     else:
         assert got.reason == perf_unavailable() and len(got.reason) > 10 and not got.per_call
+    assert perf_counters(built, "op", calls=5) == got
+    bad = perf_counters(built, "no_such_kernel", calls=5)  # never raises: a reason instead
+    assert not bad.available and bad.reason and not bad.per_call
 
 
 def test_cache_figures_show_every_buffer_and_variant():

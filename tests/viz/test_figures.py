@@ -40,7 +40,10 @@ def test_a_conversion_between_two_convs_is_a_node_on_that_edge():
     assert len(convs) == len(plan.conversions) >= 1
     into_conv2 = [a for a, b in d.in_edges("conv2")]
     assert any(d.nodes[a]["kind"] == "conversion" for a in into_conv2)
-    assert any("C.o" in lab for lab in _labels(graph_figure(g, plan)))
+    fig = graph_figure(g, plan)  # a large graph: edge labels are hover text on the edges' midpoints
+    edge_hover = [h for tr in fig.data if tr.hovertext is not None and tr.customdata is None for h in tr.hovertext]
+    assert any("relu1" in h and "C.o" in h for h in edge_hover)
+    assert any("relu1" in lab for lab in _labels(graph_figure(g, plan, changed={"relu1"})))
 
 
 def test_changed_tensors_are_highlighted_and_labels_show_layouts():

@@ -8,7 +8,9 @@ ceilings *that target* can reach (a target without ``mcpu`` may not use every ve
 - bandwidth: STREAM's copy (``b = a``) and triad (``a = b + s * c``) over arrays far larger than
   the caches (at least 64 MiB each and 4x the last-level cache, capped at 256 MiB to keep the
   measurement short), counting the bytes STREAM counts (2 resp. 3 arrays per element);
-- caches and line size: read from ``/sys/devices/system/cpu/cpu0/cache``.
+- caches and line size: read from ``/sys/devices/system/cpu/cpu0/cache``, else from
+  ``getconf -a`` (glibc asks CPUID), else ``DEFAULT_CACHES`` (32 KiB / 1 MiB / 32 MiB, 64 B
+  lines: a typical x86 server core), with a note saying which.
 
 Measured once per target and CPU, then cached as JSON under ``$ALT_WORKBENCH_CACHE``
 (default ``~/.cache/alt-workbench``); ``get_ceilings(target, refresh=True)`` or
@@ -83,8 +85,27 @@ def _size(text: str) -> int:
     return int(text.rstrip("KMG")) * scale
 
 
-def cache_info(root: Path = _SYS_CACHE) -> tuple[dict[str, int], int, str]:
-    """Data cache sizes by level, the line size, and a note when a default had to be used."""
+def _getconf_caches() -> tuple[dict[str, int], int]:
+    """Data cache sizes and line size from glibc's ``getconf`` (it asks CPUID); empty if unknown."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["getconf", "-a"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}, 0
+    vals = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            vals[parts[0]] = int(parts[1])
+    names = {"L1d": "LEVEL1_DCACHE_SIZE", "L2": "LEVEL2_CACHE_SIZE", "L3": "LEVEL3_CACHE_SIZE"}
+    caches = {k: vals[v] for k, v in names.items() if vals.get(v, 0) > 0}
+    return caches, vals.get("LEVEL1_DCACHE_LINESIZE", 0)
+
+
+def cache_info(root: Path = _SYS_CACHE, getconf: bool = True) -> tuple[dict[str, int], int, str]:
+    """Data cache sizes by level, the line size, and a note when a fallback had to be used:
+    ``root`` (sysfs) first, then ``getconf`` (if allowed), then ``DEFAULT_CACHES`` and 64 B."""
     caches, line = {}, 0
     try:
         for idx in sorted(root.glob("index*")):
@@ -96,9 +117,13 @@ def cache_info(root: Path = _SYS_CACHE) -> tuple[dict[str, int], int, str]:
             line = line or int((idx / "coherency_line_size").read_text())
     except (OSError, ValueError):
         caches = {}
-    if not caches:
-        return dict(DEFAULT_CACHES), 64, f"cache sizes unreadable from {root}: typical defaults used"
-    return caches, line or 64, ""
+    if caches:
+        return caches, line or 64, ""
+    if getconf:
+        caches, line = _getconf_caches()
+        if caches:
+            return caches, line or 64, f"cache sizes unreadable from {root}: taken from getconf"
+    return dict(DEFAULT_CACHES), 64, f"cache sizes unreadable from {root}: typical defaults used"
 
 
 def _build(func: Any, target: Mapping) -> Any:

@@ -18,8 +18,20 @@ The model (ALT's Tables 2 and 3 argue with it):
   the rest of a contiguous run, so a tile stored contiguously (ALT's tiled layouts) costs one
   demand miss, where the same tile strided across a plane costs one per line.
 
-``profile_kernel(func, caches, line_bytes)`` returns a ``Profile``; ``perf_counters`` reads the
-paper's Table 3 counters with Linux ``perf`` where the machine exposes them.
+Why this model: it needs no hardware counters (most VMs expose none) and no simulation, yet
+it ranks layouts and tilings the way the paper's measurements do: a schedule whose inner
+levels fit L1 and whose tiles are contiguous runs needs fewer misses. It is an estimate of
+capacity and compulsory misses only: associativity conflicts, sharing between cores and the
+reuse between iterations of the fitting level are left out.
+
+Limits: predicates (``T.where``) and the first-iteration choice can over-count a boundary tile;
+a group of dims whose loop box exceeds ``_MAX_POINTS`` points is not enumerated: its element
+count is bounded by the buffer's extent there, lines assume a dense layout, and the footprint
+says ``exact=False`` (the table's ``exact`` column).
+
+``profile_kernel(func, ceilings)`` (or ``(func, caches, line_bytes)``) returns a ``Profile``;
+``perf_counters(built, kernel)`` reads the paper's Table 3 counters with Linux ``perf`` where the
+machine exposes them (``counters.py``), and otherwise says why.
 """
 
 from __future__ import annotations
@@ -27,14 +39,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from collections.abc import Sequence
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pandas as pd
 import tvm
 from tvm import s_tir, tirx
 
-__all__ = ["Access", "BufferFootprint", "Level", "Profile", "profile_kernel", "accesses"]
+from .counters import Counters, kernel_counters
+
+if TYPE_CHECKING:
+    from .ceilings import Ceilings
+
+__all__ = ["Access", "BufferFootprint", "Counters", "Level", "Profile", "profile_kernel", "perf_counters", "accesses"]
 
 #: largest set of points enumerated for one group of dims, and for one buffer's addresses
 _MAX_POINTS = 1 << 23
@@ -99,7 +116,8 @@ class Profile:
         for lv in self.levels:
             row = {"depth": lv.depth, "loop": lv.loop, "extent": lv.extent, "iterations": lv.iterations,
                    "footprint KiB": lv.bytes / 1024, "lines": lv.lines, "runs": lv.runs,
-                   "fits in": ", ".join(self.fits(lv)) or "-"}
+                   "fits in": ", ".join(self.fits(lv)) or "-",
+                   "exact": all(fp.exact for fp in lv.buffers.values())}
             row.update({f"{b} KiB": fp.bytes / 1024 for b, fp in lv.buffers.items()})
             rows.append(row)
         return pd.DataFrame(rows)
@@ -202,8 +220,9 @@ class _Eval:
     _OPS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "FloorDiv": np.floor_divide,
             "FloorMod": np.mod, "Div": np.floor_divide, "Mod": np.mod, "Min": np.minimum, "Max": np.maximum}
 
-    def __init__(self, env: Mapping[Any, Any]) -> None:
+    def __init__(self, env: Mapping[Any, Any], fixed: Mapping[Any, int] | None = None) -> None:
         self.env = env
+        self.fixed = fixed or {}  # vars not enumerated: at their loop's first value
 
     def value(self, e: Any) -> Any:
         kind = type(e).__name__
@@ -212,7 +231,7 @@ class _Eval:
         if kind == "IntImm":
             return int(e.value)
         if kind == "Var":
-            return self.env[e] if e in self.env else 0
+            return self.env[e] if e in self.env else self.fixed.get(e, 0)
         if kind == "Cast":
             return self.value(e.value)
         if kind in self._OPS:
@@ -242,20 +261,23 @@ def _vars(e: Any) -> set:
     return out
 
 
-def _group_points(indices: list[Any], free: dict[Any, int]) -> tuple[np.ndarray, bool]:
+def _group_points(indices: list[Any], free: dict[Any, tuple[int, int]],
+                  fixed: Mapping[Any, int]) -> tuple[np.ndarray, bool]:
     """Distinct index tuples of ``indices`` (one group of dims) over the box of ``free`` vars
-    they use; the other vars sit at their first value."""
+    (var -> (first value, extent)) they use; the other vars sit at their first value (``fixed``)."""
     used = sorted({v for e in indices for v in _vars(e) if v in free}, key=lambda v: v.name)
-    size = math.prod(free[v] for v in used)
+    size = math.prod(free[v][1] for v in used)
     if size > _MAX_POINTS:
         return np.empty((0, len(indices)), np.int64), False
-    grids = np.meshgrid(*[np.arange(free[v], dtype=np.int64) for v in used], indexing="ij") if used else []
-    ev = _Eval({v: g.ravel() for v, g in zip(used, grids)})
+    axes = [np.arange(free[v][0], free[v][0] + free[v][1], dtype=np.int64) for v in used]
+    grids = np.meshgrid(*axes, indexing="ij") if used else []
+    ev = _Eval({v: g.ravel() for v, g in zip(used, grids)}, fixed)
     cols = [np.broadcast_to(np.asarray(ev.value(e), np.int64), (max(size, 1),)) for e in indices]
     return np.stack(cols, axis=1), True
 
 
-def _addresses(acc: Access, free: dict[Any, int]) -> tuple[np.ndarray | None, int, bool]:
+def _addresses(acc: Access, free: dict[Any, tuple[int, int]],
+               fixed: Mapping[Any, int]) -> tuple[np.ndarray | None, int, bool]:
     """Distinct element offsets (row-major) one access touches; also their count."""
     dims = list(range(len(acc.indices)))
     uses = [{v for v in _vars(acc.indices[d]) if v in free} for d in dims]
@@ -277,7 +299,7 @@ def _addresses(acc: Access, free: dict[Any, int]) -> tuple[np.ndarray | None, in
     strides = [math.prod(acc.shape[d + 1:]) for d in dims]
     parts, count, exact = [], 1, True
     for members in groups.values():
-        pts, ok = _group_points([acc.indices[d] for d in members], free)
+        pts, ok = _group_points([acc.indices[d] for d in members], free, fixed)
         if not ok:
             exact = False
             count *= math.prod(acc.shape[d] for d in members)
@@ -293,7 +315,8 @@ def _addresses(acc: Access, free: dict[Any, int]) -> tuple[np.ndarray | None, in
     return np.sort(addr), len(addr), True
 
 
-def _footprints(accs: list[Access], free: dict[Any, int], line_bytes: int) -> dict[str, BufferFootprint]:
+def _footprints(accs: list[Access], free: dict[Any, tuple[int, int]], fixed: Mapping[Any, int],
+                line_bytes: int) -> dict[str, BufferFootprint]:
     by_buf: dict[str, list[Access]] = {}
     for a in accs:
         by_buf.setdefault(a.buffer, []).append(a)
@@ -302,7 +325,7 @@ def _footprints(accs: list[Access], free: dict[Any, int], line_bytes: int) -> di
         item = group[0].itemsize
         sets, total, exact = [], 0, True
         for a in group:
-            addr, n, ok = _addresses(a, free)
+            addr, n, ok = _addresses(a, free, fixed)
             exact &= ok
             if addr is None:
                 total = max(total, n)
@@ -329,34 +352,55 @@ def _subtree_accesses(lp: _Loop) -> list[Access]:
     return out
 
 
-def _subtree_vars(lp: _Loop) -> dict[Any, int]:
-    out: dict[Any, int] = {}
+def _subtree_vars(lp: _Loop) -> dict[Any, tuple[int, int]]:
+    """Loop var -> (first value, extent) of every loop nested inside ``lp``."""
+    out: dict[Any, tuple[int, int]] = {}
     for c in lp.children:
-        out[c.var] = c.extent
+        out[c.var] = (c.start, c.extent)
         out.update(_subtree_vars(c))
     return out
 
 
-def profile_kernel(func: tirx.PrimFunc, caches: Mapping[str, int], line_bytes: int = 64,
+def profile_kernel(func: tirx.PrimFunc, caches: "Mapping[str, int] | Ceilings", line_bytes: int | None = None,
                    name: str = "kernel") -> Profile:
-    """Footprints along the kernel's main loop chain and the estimated misses per cache."""
+    """Footprints along the kernel's main loop chain and the estimated misses per cache.
+
+    ``caches``: cache name -> bytes (``{"L1d": 49152, ...}``), or a ``Ceilings`` (its caches and
+    line size). ``line_bytes`` defaults to the ceilings' line, else 64.
+    """
+    if hasattr(caches, "caches"):  # a Ceilings: take the measured machine's caches and line
+        line_bytes = line_bytes or caches.line_bytes
+        caches = caches.caches
+    line_bytes = line_bytes or 64
     root = _tree(func)
+    fixed = {v: first for v, (first, _) in _subtree_vars(root).items()}
     levels, lp, iters, depth = [], root, 1, 0
     while True:
         iters *= lp.extent if lp is not root else 1
         levels.append(Level(depth, lp.name, lp.extent, iters,
-                            _footprints(_subtree_accesses(lp), _subtree_vars(lp), line_bytes)))
+                            _footprints(_subtree_accesses(lp), _subtree_vars(lp), fixed, line_bytes)))
         if not lp.children:
             break
         lp, depth = max(lp.children, key=lambda c: c.work), depth + 1
     misses = {}
     for cache, size in caches.items():
+        # footprints only shrink inward: the first level that fits is the outermost one
         fit = next((lv for lv in levels if lv.bytes <= size), levels[-1])
         misses[cache] = {"size KiB": size // 1024, "outermost level that fits": fit.loop,
                          "footprint KiB": fit.bytes / 1024, "iterations": fit.iterations,
                          "misses (lines)": fit.iterations * fit.lines,
                          "misses (prefetch-aware)": fit.iterations * fit.runs}
     return Profile(name, levels, dict(caches), line_bytes, misses)
+
+
+def perf_counters(built: Any, kernel: str, calls: int = 20) -> Counters:
+    """The paper's Table 3 counters per call of ``kernel`` of a ``program.Built``; never raises:
+    where perf cannot count (missing, not permitted, no PMU in a VM) or the run fails, the result
+    has ``available=False`` and the reason, for the page's "model only: <reason>"."""
+    try:
+        return kernel_counters(built, kernel, calls)
+    except Exception as e:  # export, child process, unknown kernel: a reason, not a crash
+        return Counters(False, f"counters could not be read: {type(e).__name__}: {e}")
 
 
 def accesses(func: tirx.PrimFunc) -> list[Access]:

@@ -4,6 +4,16 @@ measured kernel comes to the ceiling that bounds it.
 Compulsory bytes: every buffer the kernel takes (its inputs and outputs, in their stored
 layouts, padding included) moved once. A kernel whose intensity (FLOP/byte) lies left of the
 ridge point is bounded by bandwidth, right of it by the FMA peak.
+
+>>> from workbench.engine.ceilings import Ceilings
+>>> c = Ceilings("cpu", {"kind": "llvm"}, peak_gflops=100.0, copy_gbs=10.0, triad_gbs=12.0,
+...              caches={"L1d": 32768}, line_bytes=64)
+>>> relu = RooflinePoint("relu", "NCHW", flops=10**6, bytes=8 * 10**6, latency_ms=1.0)
+>>> relu.intensity, relu.gflops, relu.bound(c), relu.attainable(c), relu.percent_of_roof(c)
+(0.125, 1.0, 'memory', 1.5, 66.66666666666667)
+
+A kernel whose buffers fit a cache can beat the (DRAM) memory roof: over 100% of it is
+possible for small kernels, such as a padding copy.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine.ceilings import get_ceilings
-from workbench.engine.counters import EVENTS, kernel_counters
+from workbench.engine.counters import EVENTS
 from workbench.engine.errors import WorkbenchError
-from workbench.engine.footprint import profile_kernel
+from workbench.engine.footprint import perf_counters, profile_kernel
 from workbench.engine.roofline import program_points
 from workbench.engine.session import load, replay, safe_path
 from workbench.pages import _state
@@ -37,13 +37,12 @@ def cache_profile(key: str, kernel: str, _func, _caches: tuple, line: int):
 
 
 c = ceilings(json.dumps(session.target, sort_keys=True), st.session_state.get("ceilings_refresh", 0))
-a, b, d, e = st.columns(4)
+a, b, d = st.columns(3)
 a.metric("Peak (FMA kernel)", f"{c.peak_gflops:.0f} GFLOP/s")
 b.metric("Bandwidth (triad)", f"{c.triad_gbs:.1f} GB/s")
 d.metric("Ridge point", f"{c.ridge:.1f} FLOP/B")
-e.metric("Caches", " / ".join(f"{k} {v // 1024} KiB" for k, v in c.caches.items()))
-if c.note:
-    st.caption(c.note)
+st.caption(f"{c.cpu}; caches " + ", ".join(f"{k} {v // 1024} KiB" for k, v in c.caches.items())
+           + f", {c.line_bytes} B lines; measured for `{json.dumps(c.target)}`" + (f". {c.note}" if c.note else ""))
 if st.button("Re-measure the ceilings", key="ceilings_remeasure"):
     st.session_state.ceilings_refresh = st.session_state.get("ceilings_refresh", 0) + 1
     st.rerun()
@@ -98,7 +97,7 @@ st.caption(f"{', '.join(EVENTS)} per call of the kernel, with Linux perf (the AL
 if st.button("Read the counters of this kernel", key="counters"):
     with st.spinner("building and running the kernel under perf…"):
         try:
-            got = kernel_counters(state.scheduled_program().build(session.target), kernel)
+            got = perf_counters(state.scheduled_program().build(session.target), kernel)
         except WorkbenchError as err:
             st.session_state.error = str(err)
             st.rerun()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 if TYPE_CHECKING:
+    from workbench.engine.ceilings import Ceilings
     from workbench.engine.footprint import Profile
 
 __all__ = ["footprint_figure", "misses_figure"]
@@ -16,9 +17,11 @@ __all__ = ["footprint_figure", "misses_figure"]
 _CACHE_COLOURS = {"L1d": "#2ca02c", "L2": "#ff7f0e", "L3": "#d62728"}
 
 
-def footprint_figure(profile: "Profile", title: str | None = None) -> go.Figure:
+def footprint_figure(profile: "Profile", ceilings: "Ceilings | None" = None, title: str | None = None) -> go.Figure:
     """Bytes one iteration of each loop touches, per buffer and in total, outermost loop first;
-    the caches as horizontal lines: where the total crosses a line, that cache stops holding it."""
+    the caches (``ceilings``' if given, else the profile's) as horizontal lines: where the total
+    crosses a line, that cache stops holding it."""
+    caches = ceilings.caches if ceilings is not None else profile.caches
     x = [f"{lv.depth}: {lv.loop} ({lv.extent})" for lv in profile.levels]
     fig = go.Figure()
     buffers = list(dict.fromkeys(b for lv in profile.levels for b in lv.buffers))
@@ -27,7 +30,7 @@ def footprint_figure(profile: "Profile", title: str | None = None) -> go.Figure:
                                  mode="lines+markers", name=b, connectgaps=False))
     fig.add_trace(go.Scatter(x=x, y=[lv.bytes for lv in profile.levels], mode="lines+markers", name="total",
                              line={"color": "#000", "width": 3}))
-    for cache, size in profile.caches.items():
+    for cache, size in caches.items():
         fig.add_hline(y=size, line={"color": _CACHE_COLOURS.get(cache, "#777"), "dash": "dash"},
                       annotation_text=f"{cache} {size // 1024} KiB", annotation_position="top right")
     fig.update_layout(title=title or f"{profile.kernel}: footprint of one iteration per loop level",

@@ -84,20 +84,28 @@ def _edge(g: nx.DiGraph, graph: "Graph", plan: "Plan", src: str, dst: str, tenso
                shape=_shape(graph.tensor(tensor).shape))
 
 
+#: beyond this many layers, edge labels go into hover text (except the highlighted ones)
+LABEL_LAYERS = 9
+
+
 def _positions(g: nx.DiGraph) -> dict[str, tuple[float, float]]:
-    """Layered left-to-right layout: a node's column is its topological generation."""
+    """Layered left-to-right layout on a unit grid: a node's column is its topological
+    generation, nodes of one column are centred on the axis one unit apart."""
+    pos = {}
     for layer, nodes in enumerate(nx.topological_generations(g)):
-        for n in nodes:
-            g.nodes[n]["layer"] = layer
-    pos = nx.multipartite_layout(g, subset_key="layer", align="vertical", scale=1.0)
-    return {n: (float(x), float(y)) for n, (x, y) in pos.items()}
+        for i, n in enumerate(sorted(nodes, key=str)):
+            pos[n] = (float(layer), (len(nodes) - 1) / 2 - i)
+    return pos
 
 
 def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), selected: str | None = None,
-                 height: int = 460) -> go.Figure:
-    """The figure; node ``customdata`` is the node name (for click selection)."""
+                 height: int | None = None) -> go.Figure:
+    """The figure; node ``customdata`` is the node name (for click selection). Edge labels
+    (tensor, shape, layout) are drawn on small graphs; on large ones they are hover text on
+    each edge's midpoint, and only the highlighted edges keep a drawn label."""
     g = display_graph(graph, plan)
     pos = _positions(g)
+    layers = 1 + int(max(x for x, _ in pos.values()))
     fig = go.Figure()
     _group_boxes(fig, g, pos)
     for hot in (False, True):
@@ -111,14 +119,23 @@ def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), se
                                  line={"color": "#ff7f0e" if hot else "#999", "width": 4 if hot else 1.5}))
     notes = list(fig.layout.annotations)  # the group labels; one add per figure keeps big graphs fast
     for a, b, d in g.edges(data=True):
+        if layers > LABEL_LAYERS and d["tensor"] not in changed:
+            continue
         notes.append({"x": (pos[a][0] + pos[b][0]) / 2, "y": (pos[a][1] + pos[b][1]) / 2, "showarrow": False,
                       "text": f"{d['tensor']} {d['shape']}<br>[{d['layout']}]", "yshift": 14,
                       "font": {"size": 10, "color": "#e6550d" if d["tensor"] in changed else "#444"},
                       "bgcolor": "rgba(255,255,255,0.7)"})
+    for a, b in g.edges():
         notes.append({"x": pos[b][0], "y": pos[b][1], "ax": pos[a][0], "ay": pos[a][1], "xref": "x", "yref": "y",
                       "axref": "x", "ayref": "y", "showarrow": True, "arrowhead": 2, "arrowsize": 1.2,
                       "arrowcolor": "#999", "standoff": 14, "text": ""})
     fig.update_layout(annotations=notes)
+    edges = list(g.edges(data=True))
+    fig.add_trace(go.Scatter(x=[(pos[a][0] + pos[b][0]) / 2 for a, b, _ in edges],
+                             y=[(pos[a][1] + pos[b][1]) / 2 for a, b, _ in edges], mode="markers",
+                             marker={"size": 10, "color": "rgba(0,0,0,0)"}, showlegend=False, hoverinfo="text",
+                             hovertext=[f"<b>{d['tensor']}</b> {d['shape']}<br>stored [{d['layout']}] {d['stored']}"
+                                        for _, _, d in edges]))
     for kind, colour in KIND_COLOURS.items():
         nodes = [n for n, d in g.nodes(data=True) if d["kind"] == kind]
         if not nodes:
@@ -131,9 +148,11 @@ def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), se
                     "line": {"width": [4 if n == selected else 1 for n in nodes],
                              "color": ["#000" if n == selected else "#fff" for n in nodes]}}))
     ys = [y for _, y in pos.values()]
-    mid, half = (max(ys) + min(ys)) / 2, max((max(ys) - min(ys)) / 2, 0.25) + 0.15  # a one-row graph stays flat
-    fig.update_layout(height=height, template="plotly_white", clickmode="event+select", dragmode="pan",
-                      xaxis={"visible": False}, yaxis={"visible": False, "range": [mid - half, mid + half]},
+    half = (max(ys) - min(ys)) / 2 + 0.8  # a one-row graph stays flat
+    fig.update_layout(height=height or int(220 + 120 * (max(ys) - min(ys))), template="plotly_white",
+                      clickmode="event+select", dragmode="pan",
+                      xaxis={"visible": False, "range": [-0.6, layers - 0.4]},
+                      yaxis={"visible": False, "range": [-half, half]},
                       legend={"orientation": "h", "y": -0.05}, margin={"l": 10, "r": 10, "t": 10, "b": 10})
     return fig
 
@@ -149,10 +168,10 @@ def _group_boxes(fig: go.Figure, g: nx.DiGraph, pos: dict[str, tuple[float, floa
         if len(members) < 2:
             continue
         xs, ys = [pos[n][0] for n in members], [pos[n][1] for n in members]
-        pad = 0.06
-        shapes.append({"type": "rect", "x0": min(xs) - pad, "x1": max(xs) + pad, "y0": min(ys) - 2 * pad,
-                       "y1": max(ys) + 2 * pad, "fillcolor": _GROUP_FILL, "layer": "below",
+        pad = 0.3
+        shapes.append({"type": "rect", "x0": min(xs) - pad, "x1": max(xs) + pad, "y0": min(ys) - pad,
+                       "y1": max(ys) + pad, "fillcolor": _GROUP_FILL, "layer": "below",
                        "line": {"color": "rgba(31,119,180,0.4)", "dash": "dot"}})
-        notes.append({"x": (min(xs) + max(xs)) / 2, "y": max(ys) + 2 * pad, "text": f"kernel {name}",
+        notes.append({"x": (min(xs) + max(xs)) / 2, "y": max(ys) + pad, "text": f"kernel {name}",
                       "showarrow": False, "yshift": 8, "font": {"size": 10, "color": "#1f77b4"}})
     fig.update_layout(shapes=shapes, annotations=notes)

@@ -6,6 +6,7 @@ so a layout change shows as a marker moving right (more reuse) and up (faster).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -47,7 +48,10 @@ def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
                                           "symbol": _SYMBOLS[variants.index(p.variant) % len(_SYMBOLS)]},
             hovertemplate=(f"<b>{p.kernel}</b> {p.variant}<br>%{{x:.2f}} FLOP/byte<br>%{{y:.2f}} GFLOP/s<br>"
                            f"{p.percent_of_roof(ceilings):.1f}% of the {p.bound(ceilings)} roof<extra></extra>")))
+    ymin = min([p.gflops for p in shown] + [lo * ceilings.bandwidth_gbs]) / 2
     fig.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte, compulsory traffic)"},
-                      yaxis={"type": "log", "title": "GFLOP/s"}, template="plotly_white",
+                      yaxis={"type": "log", "title": "GFLOP/s",  # the roof on top, not the extended bandwidth line
+                             "range": [math.log10(ymin), math.log10(ceilings.peak_gflops * 3)]},
+                      template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 50, "b": 50})
     return fig

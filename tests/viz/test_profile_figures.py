@@ -1,0 +1,62 @@
+"""Profile figures from hand-made data: the roofline's roofs and variant markers, the footprint's
+cache lines, the misses bars."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from workbench.engine.ceilings import Ceilings
+from workbench.engine.footprint import BufferFootprint, Level, Profile
+from workbench.engine.roofline import RooflinePoint
+from workbench.viz.cache import footprint_figure, misses_figure
+from workbench.viz.roofline import roofline_figure
+
+KIB = 1024
+CEIL = Ceilings("test cpu", {"kind": "llvm"}, peak_gflops=100.0, copy_gbs=10.0, triad_gbs=12.0,
+                caches={"L1d": 32 * KIB, "L2": 1024 * KIB, "L3": 8192 * KIB}, line_bytes=64)
+
+
+def test_roofline_draws_both_roofs_and_groups_variants_of_a_kernel():
+    pts = [RooflinePoint("conv", "NCHW", 2 * 10**8, 4 * 10**6, 40.0),
+           RooflinePoint("conv", "tiled", 2 * 10**8, 4 * 10**6, 6.0),
+           RooflinePoint("relu", "NCHW", 10**6, 8 * 10**6, 1.0),
+           RooflinePoint("pad", "NCHW", 0, 10**6, 0.1),        # no FLOPs: not on a FLOP roofline
+           RooflinePoint("conv", "untimed", 2 * 10**8, 4 * 10**6, None)]
+    fig = roofline_figure(pts, CEIL)
+    assert isinstance(fig, go.Figure)
+    names = [t.name for t in fig.data]
+    assert names[1:3] == ["bandwidth ceiling", "compute ceiling"]
+    assert names[3:] == ["conv · NCHW", "conv · tiled", "relu · NCHW"]
+    nchw, tiled, relu = fig.data[3:]
+    assert nchw.legendgroup == tiled.legendgroup == "conv" and nchw.marker.color == tiled.marker.color
+    assert nchw.marker.symbol != tiled.marker.symbol and relu.marker.color != nchw.marker.color
+    assert "% of the compute roof" in tiled.hovertemplate and "% of the memory roof" in relu.hovertemplate
+    assert max(fig.data[2].y) == 100.0 and fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+
+
+def _profile(name: str, l1_misses: int) -> Profile:
+    fp = lambda n: BufferFootprint(n // 4, n, max(1, n // 64), 1)  # noqa: E731
+    levels = [Level(0, "(kernel)", 1, 1, {"x": fp(4 * KIB * KIB), "y": fp(KIB * KIB)}),
+              Level(1, "i", 64, 64, {"x": fp(64 * KIB), "y": fp(16 * KIB)}),
+              Level(2, "j", 16, 1024, {"x": fp(256), "y": fp(64)})]
+    misses = {c: {"misses (lines)": l1_misses * (i + 1), "misses (prefetch-aware)": l1_misses // 8}
+              for i, c in enumerate(["L1d", "L2"])}
+    return Profile(name, levels, {"L1d": 32 * KIB, "L2": 1024 * KIB}, 64, misses)
+
+
+def test_footprint_figure_has_a_line_per_buffer_and_the_total_against_the_caches():
+    fig = footprint_figure(_profile("k", 100))
+    assert [t.name for t in fig.data] == ["x", "y", "total"]
+    assert list(fig.data[2].y) == [5 * KIB * KIB, 80 * KIB, 320]
+    assert sorted(s.y0 for s in fig.layout.shapes) == [32 * KIB, 1024 * KIB]
+    with_ceilings = footprint_figure(_profile("k", 100), CEIL)  # the machine's three caches
+    assert sorted(s.y0 for s in with_ceilings.layout.shapes) == [32 * KIB, 1024 * KIB, 8192 * KIB]
+    assert with_ceilings.layout.yaxis.type == "log"
+
+
+def test_misses_figure_has_one_bar_trace_per_variant():
+    fig = misses_figure({"NCHW": _profile("conv", 800), "tiled": _profile("conv", 80)})
+    assert [t.name for t in fig.data] == ["NCHW", "tiled"]
+    assert list(fig.data[0].x) == ["L1d (all lines)", "L2 (all lines)", "L1d (prefetch-aware)",
+                                   "L2 (prefetch-aware)"]
+    assert list(fig.data[0].y) == [800, 1600, 100, 100] and list(fig.data[1].y) == [80, 160, 10, 10]
