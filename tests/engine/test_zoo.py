@@ -1,52 +1,114 @@
 """The model zoo: names follow the convention the sessions rely on, docstrings document every
-op and tensor, and r18_stem is exactly the ALT paper's case study."""
+op and tensor, shapes are those the docstrings state, and r18_stem is exactly the ALT paper's
+case study."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from workbench.engine import zoo
 from workbench.engine.errors import GraphError
 
+CONST_ROLES = {"weight", "bias", "gamma", "beta"}
+
 
 @pytest.mark.parametrize("model", sorted(zoo.MODELS))
-def test_names_follow_the_convention_and_the_docstring_documents_them(model):
+def test_the_docstring_lists_every_op_and_tensor(model):
     g = zoo.load(model)
     doc = zoo.MODELS[model].__doc__ or ""
+    assert g.doc == doc
+    words = set(re.findall(r"[A-Za-z_](?:[\w.]*\w)?", doc))  # names, dots inside
     for node in g.nodes:
-        assert node.name in g.tensors and g.tensor(node.name).role not in ("const", "input")  # output = op name
-        assert node.name in doc, f"{model}: op {node.name} is not in the docstring"
+        assert node.name in words, f"{model}: op {node.name} is not in the docstring"
+    for t in g.tensors:
+        assert t in words, f"{model}: tensor {t} is not in the docstring"
+
+
+@pytest.mark.parametrize("model", sorted(zoo.MODELS))
+def test_names_follow_the_convention(model):
+    g = zoo.load(model)
+    ops = {n.name for n in g.nodes}
+    for node in g.nodes:  # an op's output tensor has the op's name
+        assert g.tensor(node.name).role == "op" and g.producer(node.name) is node
     for t, ten in g.tensors.items():
-        if ten.role == "const":
+        if ten.role == "const":  # constants are <op>.<role>, read by that op
             owner, _, what = t.rpartition(".")
-            assert owner in {n.name for n in g.nodes} and what in {"weight", "bias", "gamma", "beta"}, t
-            assert any(t in n.inputs for n in g.nodes)
-    for t in g.inputs:
-        assert t in doc, f"{model}: input {t} is not in the docstring"
+            assert owner in ops and what in CONST_ROLES, t
+            assert t in g.node(owner).inputs
+        elif ten.role == "input":
+            assert "." not in t and t not in ops
+    assert {t for t, ten in g.tensors.items() if ten.role == "op"} == ops
+    assert set(g.inputs) <= {"data", "a"} and g.inputs
+    if model != "gmm":
+        assert g.inputs == ["data"]
     assert any(n.kind == "complex" for n in g.nodes)
+    # every graph output is an op's output that nothing reads
+    for out in g.outputs:
+        assert g.producer(out) is not None and not g.consumers(out)
 
 
 def test_r18_stem_is_the_paper_case_study():
     g = zoo.load("r18_stem")
-    assert [(n.name, n.type) for n in g.nodes] == [("pad", "pad"), ("conv", "conv2d"), ("bias", "bias_add"),
-                                                    ("relu", "relu")]
-    assert g.tensor("data").shape == (1, 3, 224, 224)
+    assert [(n.name, n.type, n.inputs) for n in g.nodes] == [
+        ("pad", "pad", ("data",)), ("conv", "conv2d", ("pad", "conv.weight")), ("bias", "bias_add", ("conv", "bias.bias")),
+        ("relu", "relu", ("bias",))]
+    assert g.tensor("data").shape == (1, 3, 224, 224) and g.tensor("data").role == "input"
+    pad = g.node("pad").kwargs
+    assert tuple(pad["before"]) == tuple(pad["after"]) == (0, 0, 3, 3)
     assert g.tensor("pad").shape == (1, 3, 230, 230)
-    assert g.tensor("conv.weight").shape == (64, 3, 7, 7)
+    assert g.tensor("conv.weight").shape == (64, 3, 7, 7) and g.tensor("conv.weight").role == "const"
     conv = g.node("conv")
     assert conv.kwargs.get("stride") in (2, (2, 2)) and conv.kwargs.get("padding", 0) in (0, (0, 0))
-    assert g.tensor("conv").shape == g.tensor("relu").shape == (1, 64, 112, 112)
+    assert conv.kwargs.get("dilation", 1) in (1, (1, 1)) and conv.kwargs.get("groups", 1) == 1
+    assert conv.label == "C2D"
+    assert g.tensor("bias.bias").shape == (64,) and g.node("bias").kwargs.get("axis", 1) == 1
+    assert g.tensor("conv").shape == g.tensor("bias").shape == g.tensor("relu").shape == (1, 64, 112, 112)
+    assert g.outputs == ("relu",)
     assert zoo.DEFAULT_MODEL == "r18_stem"
+    assert set(g.tensors) == {"data", "pad", "conv.weight", "conv", "bias.bias", "bias", "relu"}
+
+
+@pytest.mark.parametrize("model, label, out_shape", [
+    ("c1d", "C1D", (1, 128, 256)), ("c3d", "C3D", (1, 64, 8, 28, 28)), ("dil", "DIL", (1, 64, 28, 28)),
+    ("grp", "GRP", (1, 128, 28, 28)), ("t2d", "T2D", (1, 64, 32, 32)), ("t3d", "T3D", (1, 16, 8, 32, 32)),
+    ("gmm", "GMM", (1024, 1024)),
+])
+def test_single_operator_models_have_the_documented_shapes(model, label, out_shape):
+    g = zoo.load(model)
+    (node,) = [n for n in g.nodes if n.kind == "complex"]
+    assert node.label == label
+    assert g.tensor(node.name).shape == out_shape
+    assert "x".join(map(str, out_shape[1:])) in (zoo.MODELS[model].__doc__ or "").replace(",", "x")
+
+
+def test_blocks_have_the_documented_structure():
+    r = zoo.load("r18_block")
+    assert r.node("add").inputs == ("conv2_bias", "data") and r.tensor("relu2").shape == (1, 64, 56, 56)
+    assert [n.label for n in r.nodes if n.kind == "complex"] == ["C2D", "C2D"]
+    m = zoo.load("mv2_block")
+    assert [n.label for n in m.nodes if n.kind == "complex"] == ["C2D", "DEP", "C2D"]
+    assert m.tensor("dw.weight").shape == (144, 1, 3, 3) and m.tensor("add").shape == (1, 24, 28, 28)
+    assert m.node("add").inputs == ("project_bias", "data")
+    b = zoo.load("bert_tiny_layer")
+    assert b.tensor("scores").shape == (2, 128, 128) and b.tensor("ffn1").shape == (128, 512)
+    assert b.tensor("ln2").shape == (128, 128) and b.outputs == ("ln2",)
+    assert sum(1 for n in b.nodes if n.label == "GMM") == 8
 
 
 def test_every_complex_type_has_a_model():
     labels = {n.label for m in zoo.MODELS for n in zoo.load(m).nodes if n.kind == "complex"}
-    for want in ("C1D", "C2D", "C3D", "GMM", "T2D", "T3D", "DIL", "GRP", "DEP"):
-        assert any(want in lab for lab in labels), (want, labels)
+    assert {"C1D", "C2D", "C3D", "GMM", "T2D", "T3D", "DIL", "GRP", "DEP"} <= labels
 
 
 def test_options_and_unknown_models():
     assert zoo.load("gmm", m=8, n=4, k=2).tensor("gmm").shape == (8, 4)
     assert zoo.load("r18_stem", batch=2).tensor("data").shape[0] == 2
+    assert zoo.load("c3d", batch=3).tensor("conv").shape == (3, 64, 8, 28, 28)
     with pytest.raises(GraphError, match="unknown zoo model 'resnet9000'"):
         zoo.load("resnet9000")
+    with pytest.raises(GraphError, match="bad options"):
+        zoo.load("r18_stem", heads=3)
+    with pytest.raises(GraphError, match="bert_tiny_layer supports batch 1"):
+        zoo.load("bert_tiny_layer", batch=2)

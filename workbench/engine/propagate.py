@@ -185,7 +185,10 @@ def plan_layouts(graph: Graph, book: LayoutBook) -> Plan:
                 reads[(node.name, t)] = current[t]
                 continue
             prod = graph.producer(t)
-            if prod is not None and prod.kind != "complex" and t not in got and current[t] == t:
+            # The producer writes the wish of ONE consumer; a second complex consumer wanting
+            # another layout gets a conversion (before, it overwrote the first wish silently).
+            if (prod is not None and prod.kind != "complex" and t not in got and current[t] == t
+                    and origins[t].how != "written for consumer"):
                 buffers[t] = Buffer(t, t, want, "op")
                 origins[t] = Origin(t, want.label, "written for consumer", node.name,
                                     f"{prod.name} is a simple op: it writes {node.name}'s input layout itself")
