@@ -53,7 +53,7 @@ class Origin:
 
     tensor: str
     layout: str
-    how: str  # "default" | "requested" | "propagated" | "pushed back" | "written for consumer"
+    how: str  # "default" | "requested" | "propagated" | "pushed back" | "written for consumer" | "stop"
     source: str = ""
     note: str = ""
 
