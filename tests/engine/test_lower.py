@@ -5,9 +5,9 @@ written over stored shapes; splits that pad are masked out of the numbers."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
+from tests.buffers import check_stored_buffers
 from workbench.engine import zoo
 from workbench.engine.errors import LayoutError
 from workbench.engine.graph import GraphBuilder
@@ -47,32 +47,11 @@ def _book(g, preset):
     return book
 
 
-def check_buffers(graph, book, seed=1):
-    """Build, run kernel by kernel, and compare every kernel-written buffer with the reference
-    in that buffer's stored layout (so padding must be zero and overlaps duplicated)."""
-    prog = make_program(graph, book)
-    built = prog.build(TARGET)
-    values = graph.random_inputs(seed)
-    ref = graph.reference(values)
-    bufs = built._buffers(values)
-    for k in prog.plan.kernels:
-        built.rt[k.name](*(bufs[b] for b in k.inputs + k.outputs))
-    for k in prog.plan.kernels:
-        for name in k.outputs:
-            buf = prog.plan.buffers[name]
-            want = buf.layout.to_stored(ref[buf.tensor])
-            np.testing.assert_allclose(bufs[name].numpy(), want, rtol=1e-4,
-                                       atol=1e-4 * max(1.0, float(np.abs(want).max())), err_msg=name)
-    ver = built.verify(values)
-    assert ver.ok and ver.max_rel_error < 1e-4, ver
-    return prog
-
-
 @pytest.mark.parametrize("model, preset", list(_cases()), ids=lambda v: str(v))
 def test_model_under_preset_matches_the_reference(model, preset):
     g = zoo.load(model, **SMALL.get(model, {}))
     book = _book(g, preset)
-    prog = check_buffers(g, book)
+    prog = check_stored_buffers(g, book)
     if preset is not None:  # the preset did change the program's layouts
         assert any(not b.layout.is_identity for b in prog.plan.buffers.values())
         assert prog.plan.book.layouts
@@ -101,7 +80,7 @@ def test_a_padding_split_masks_the_padding_out_of_reductions():
     book = apply_actions(g, LayoutBook(), [("conv", "split", {"dim": 1, "factors": [-1, 24]}),
                                           ("pad@conv", "split", {"dim": 1, "factors": [-1, 2]}),
                                           ("conv.weight", "split", {"dim": 1, "factors": [-1, 2]})])
-    prog = check_buffers(g, book, seed=2)
+    prog = check_stored_buffers(g, book, seed=2)
     assert any(buf.layout.shape[1:3] == (3, 24) for buf in prog.plan.buffers.values() if buf.tensor == "conv")
     assert prog.plan.buffers["pad"].layout.shape == (1, 2, 2, 230, 230)
 
@@ -121,27 +100,27 @@ def test_padding_splits_on_a_gmm_give_correct_numbers(where):
                       ("mm.weight", "split", {"dim": 0, "factors": [-1, 5]})],
     }[where]
     book = apply_actions(g, LayoutBook(), actions)
-    check_buffers(g, book, seed=4)
+    check_stored_buffers(g, book, seed=4)
 
 
 def test_alt_tiled_with_tiles_that_do_not_divide():
     g = zoo.load("r18_stem")
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[5, 6], ot=24, it=2))
-    prog = check_buffers(g, book, seed=5)
+    prog = check_stored_buffers(g, book, seed=5)
     assert prog.plan.buffers["conv@stored"].layout.shape == (1, 23, 19, 3, 5, 6, 24)
 
 
 def test_nkn_that_pads_on_a_gmm():
     g = zoo.load("gmm", m=50, n=40, k=24)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "nkn", "gmm", m=16, n=16))
-    prog = check_buffers(g, book, seed=6)
+    prog = check_stored_buffers(g, book, seed=6)
     assert any(b.layout.shape == (4, 3, 16, 16) for b in prog.plan.buffers.values() if b.tensor == "gmm")
 
 
 def test_batch_option_lowers_too():
     g = zoo.load("r18_block", batch=2)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "conv1", factor=32))
-    check_buffers(g, book, seed=7)
+    check_stored_buffers(g, book, seed=7)
 
 
 def test_a_preset_that_does_not_fit_is_refused_with_its_reason():
@@ -159,5 +138,5 @@ def test_a_preset_that_does_not_fit_is_refused_with_its_reason():
 def test_an_identity_reorder_still_computes_the_same_numbers():
     g = zoo.load("r18_stem")
     book = apply_layout(g, LayoutBook(), "conv", "reorder", {"perm": [0, 1, 2, 3]})
-    prog = check_buffers(g, book)
+    prog = check_stored_buffers(g, book)
     assert prog.plan.layout_of("relu").shape == (1, 64, 112, 112)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
+from tests.buffers import check_stored_buffers
 from workbench.engine import zoo
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.layout import LayoutBook
 from workbench.engine.layouts import apply_actions, apply_layout, layout_keys, preset_actions
-from workbench.engine.program import make_program
 from workbench.engine.propagate import plan_layouts
 
 TARGET = {"kind": "llvm", "num-cores": 2}
@@ -24,27 +23,8 @@ def origins(plan) -> dict[str, tuple[str, str]]:
 
 
 def run_all_buffers(graph, book, seed=0):
-    """Build and run the program kernel by kernel; check every buffer a kernel writes holds the
-    reference value of its tensor in the buffer's stored layout (padding zero, overlaps
-    duplicated); return the plan."""
-    prog = make_program(graph, book)
-    built = prog.build(TARGET)
-    values = graph.random_inputs(seed)
-    ref = graph.reference(values)
-    bufs = built._buffers(values)
-    for k in prog.plan.kernels:
-        built.rt[k.name](*(bufs[b] for b in k.inputs + k.outputs))
-    written = {b for k in prog.plan.kernels for b in k.outputs}  # fused intermediates stay inside a kernel
-    assert written >= set(prog.plan.outputs.values())
-    for name, buf in prog.plan.buffers.items():
-        if name in written:
-            want = buf.layout.to_stored(ref[buf.tensor])
-            got = bufs[name].numpy()
-            assert got.shape == want.shape, name
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())),
-                                       err_msg=name)
-    assert built.verify(values).ok
-    return prog.plan
+    """Every kernel-written buffer against the reference in its stored layout; returns the plan."""
+    return check_stored_buffers(graph, book, seed).plan
 
 
 def test_conv_bias_relu_takes_the_conv_layout_with_no_conversion_inside():
