@@ -110,39 +110,66 @@ def _distance(a: Candidate, b: Candidate) -> float:
     return sum(abs(x - y) for x, y in zip(fa + [0.0] * (width - len(fa)), fb + [0.0] * (width - len(fb))))
 
 
+#: float32 lanes of one AVX-512 register: an output-channel tile that fills whole registers vectorizes
+LANES = 16
+
+
+def prior(c: Candidate) -> float:
+    """A static estimate of how good a layout is before any measurement (lower is better): the
+    innermost stored dim (output channels ``ot``, GMM's ``n``) should fill whole vector
+    registers, and one output tile should hold 1-16 KiB (reused from L1 while the reduction
+    runs, yet not so small that loop overhead dominates). Learned on by the cost model too."""
+    if c.preset is None:
+        return 1.5
+    kw = c.kwargs
+    inner = kw.get("ot", kw.get("n", LANES))
+    tile = math.prod(kw.get("tiles", [kw.get("m", 1)])) * inner
+    score = (0.0 if inner % LANES == 0 else 1.0) + (0.5 if inner < LANES // 2 else 0.0)
+    score += abs(math.log2(tile / 1024)) / 4 if not 256 <= tile <= 4096 else 0.0
+    if kw.get("tiles") and kw["tiles"][-1] < 4:  # a narrow innermost spatial tile: short vectors
+        score += 0.5
+    if kw.get("it", LANES) < 4:  # input channels one or two at a time: little reuse per load
+        score += 0.25
+    return score
+
+
 def _cost_model(scored: dict[Candidate, float]) -> Callable[[list[Candidate]], np.ndarray]:
-    """XGBoost on the template features, trained on log latency of the candidates scored so far
-    (its native API: the scikit-learn wrapper would need scikit-learn)."""
+    """XGBoost on the template features and the prior, trained on log latency of the candidates
+    scored so far (its native API: the scikit-learn wrapper would need scikit-learn)."""
     import xgboost as xgb
 
+    feats = lambda c: c.features() + [prior(c)]  # noqa: E731
     finite = [v for v in scored.values() if v < math.inf]
-    xs = [c.features() for c in scored]
+    xs = [feats(c) for c in scored]
     width = max(len(x) for x in xs)
-    pad = lambda v: v + [0.0] * (width - len(v))  # noqa: E731
+    pad = lambda v: v[:-1] + [0.0] * (width - len(v)) + v[-1:]  # noqa: E731 - the prior stays last
     ys = [math.log(v) if v < math.inf else math.log(max(finite)) + 1.0 for v in scored.values()]
     booster = xgb.train({"max_depth": 3, "eta": 0.3, "verbosity": 0, "nthread": 1},
                         xgb.DMatrix(np.array([pad(x) for x in xs]), label=np.array(ys)), num_boost_round=60)
-    return lambda cands: booster.predict(xgb.DMatrix(np.array([pad(c.features())[:width] for c in cands])))
+    return lambda cands: booster.predict(xgb.DMatrix(np.array([pad(feats(c)) for c in cands])))
 
 
 def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Random, search: str,
           explore: int = 3, neighbourhood: int = 24) -> Candidate:
     """The next candidate to score.
 
-    ``random``: uniform over the unscored ones. ``model``: after ``explore`` random candidates,
-    a local search guided by the cost model: among the unscored candidates nearest (in template
-    parameters) to the two best scored so far, the one the model predicts fastest; one pick in
-    ten stays random. Why local: with a handful of noisy scores, a model's argmin over the whole
-    space lands on extremes it never saw; near good layouts its ranking is worth more."""
+    ``random``: uniform over the unscored ones. ``model``: first the ``explore`` candidates the
+    static ``prior`` rates best (ties broken at random, so seeds differ), then a local search
+    guided by the cost model: among the unscored candidates nearest (in template parameters) to
+    the two best scored so far, the one the model predicts fastest, the prior breaking ties; one
+    pick in ten stays random. Why local: with a handful of noisy scores, a model's argmin over
+    the whole space lands on extremes it never saw; near good layouts its ranking is worth more."""
     left = [c for c in space if c not in scored]
     finite = sorted((v, i) for i, v in enumerate(scored.values()) if v < math.inf)
-    if search == "random" or len(scored) < explore or len(finite) < 2 or rng.random() < 0.1:
+    if search == "random" or rng.random() < 0.1:
         return rng.choice(left)
+    if len(scored) < explore or len(finite) < 2:
+        return min(left, key=lambda c: prior(c) + 0.3 * rng.random())
     keys = list(scored)
     best = [keys[i] for _, i in finite[:2]]
     near = sorted(left, key=lambda c: (min(_distance(c, b) for b in best), rng.random()))[:neighbourhood]
     pred = _cost_model(scored)(near)
-    return near[int(np.argmin(pred))]
+    return min(zip(pred, near), key=lambda pc: (round(float(pc[0]), 3), prior(pc[1])))[1]
 
 
 def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int, *,
