@@ -13,8 +13,8 @@ from tvm.script import tirx as T
 
 from workbench.engine import ceilings as ceil_mod
 from workbench.engine.ceilings import Ceilings, format_ceilings, get_ceilings
-from workbench.engine.counters import kernel_counters, perf_unavailable
-from workbench.engine.footprint import perf_counters, profile_kernel
+from workbench.engine.counters import kernel_counters, perf_counters, perf_unavailable
+from workbench.engine.footprint import profile_kernel
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.program import make_program
 from workbench.engine.roofline import compulsory_bytes, kernel_point

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EVENTS", "Counters", "perf_unavailable", "kernel_counters"]
+__all__ = ["EVENTS", "Counters", "perf_unavailable", "kernel_counters", "perf_counters"]
 
 EVENTS = ("instructions", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores")
 
@@ -94,3 +94,12 @@ def kernel_counters(built: Any, kernel: str, calls: int = 20) -> Counters:
     if why0 or why1:
         return Counters(False, why0 or why1)
     return Counters(True, per_call={e: max(0.0, (ran[e] - loaded[e]) / calls) for e in EVENTS})
+
+
+def perf_counters(built: Any, kernel: str, calls: int = 20) -> Counters:
+    """``kernel_counters`` that never raises: where the export, the child process or the kernel
+    name fails, the result has ``available=False`` and the reason (the page's "model only")."""
+    try:
+        return kernel_counters(built, kernel, calls)
+    except Exception as e:  # noqa: BLE001 - a reason, not a crash
+        return Counters(False, f"counters could not be read: {type(e).__name__}: {e}")

@@ -30,8 +30,8 @@ count is bounded by the buffer's extent there, lines assume a dense layout, and 
 says ``exact=False`` (the table's ``exact`` column).
 
 ``profile_kernel(func, ceilings)`` (or ``(func, caches, line_bytes)``) returns a ``Profile``;
-``perf_counters(built, kernel)`` reads the paper's Table 3 counters with Linux ``perf`` where the
-machine exposes them (``counters.py``), and otherwise says why.
+``counters.perf_counters(built, kernel)`` reads the paper's Table 3 counters with Linux ``perf``
+where the machine exposes them, and otherwise says why.
 """
 
 from __future__ import annotations
@@ -46,12 +46,10 @@ import pandas as pd
 import tvm
 from tvm import s_tir, tirx
 
-from .counters import Counters, kernel_counters
-
 if TYPE_CHECKING:
     from .ceilings import Ceilings
 
-__all__ = ["Access", "BufferFootprint", "Counters", "Level", "Profile", "profile_kernel", "perf_counters", "accesses"]
+__all__ = ["Access", "BufferFootprint", "Level", "Profile", "profile_kernel", "accesses"]
 
 #: largest set of points enumerated for one group of dims, and for one buffer's addresses
 _MAX_POINTS = 1 << 23
@@ -391,16 +389,6 @@ def profile_kernel(func: tirx.PrimFunc, caches: "Mapping[str, int] | Ceilings", 
                          "misses (lines)": fit.iterations * fit.lines,
                          "misses (prefetch-aware)": fit.iterations * fit.runs}
     return Profile(name, levels, dict(caches), line_bytes, misses)
-
-
-def perf_counters(built: Any, kernel: str, calls: int = 20) -> Counters:
-    """The paper's Table 3 counters per call of ``kernel`` of a ``program.Built``; never raises:
-    where perf cannot count (missing, not permitted, no PMU in a VM) or the run fails, the result
-    has ``available=False`` and the reason, for the page's "model only: <reason>"."""
-    try:
-        return kernel_counters(built, kernel, calls)
-    except Exception as e:  # export, child process, unknown kernel: a reason, not a crash
-        return Counters(False, f"counters could not be read: {type(e).__name__}: {e}")
 
 
 def accesses(func: tirx.PrimFunc) -> list[Access]:

@@ -10,9 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine.ceilings import get_ceilings
-from workbench.engine.counters import EVENTS
+from workbench.engine.counters import EVENTS, perf_counters
 from workbench.engine.errors import WorkbenchError
-from workbench.engine.footprint import perf_counters, profile_kernel
+from workbench.engine.footprint import profile_kernel
 from workbench.engine.roofline import program_points
 from workbench.engine.session import load, replay, safe_path
 from workbench.pages import _state

@@ -90,10 +90,10 @@ if st.button("Replay in a worker", icon=":material/play_arrow:", key="replay"):
     work = _state.WORK_DIR / "replay" / f"{session.name}-{session.key()}"
     work.mkdir(parents=True, exist_ok=True)
     save(session, work / "session.json")
-    log = open(work / "replay.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "workbench", "replay", str(work / "session.json"), "--out",
-                             str(work / "out")], cwd=_state.ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    with open(work / "replay.log", "w") as log:  # the worker keeps its own copy of the handle
+        proc = subprocess.Popen([sys.executable, "-m", "workbench", "replay", str(work / "session.json"), "--out",
+                                 str(work / "out")], cwd=_state.ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
     st.session_state.replay_job = (proc, work)
 
 
