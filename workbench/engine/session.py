@@ -94,6 +94,7 @@ class State:
     book: LayoutBook = field(default_factory=LayoutBook)
     steps: dict[str, list] = field(default_factory=dict)  # kernel -> [LoopStep]
     traces: dict[str, Any] = field(default_factory=dict)  # kernel -> tuned trace JSON
+    _funcs: dict[str, Any] = field(default_factory=dict, repr=False)  # kernel -> scheduled PrimFunc
 
     @staticmethod
     def of(session: Session) -> "State":
@@ -114,19 +115,23 @@ class State:
             if action["kind"] == "layout":
                 self.book = _layout(self.graph, self.book, action)
                 self.__dict__.pop("program", None)
+                self._funcs.clear()
             elif action["kind"] == "loop":
                 from .loops import LoopStep
 
                 k = self._kernel(action["op"])
                 self.steps[k] = self.steps.get(k, []) + [LoopStep.make(action["primitive"], **action["args"])]
                 self.traces.pop(k, None)
+                self._funcs.pop(k, None)
                 self.scheduled(k)
             else:
                 for lay in action.get("layouts", []):
                     self.book = _layout(self.graph, self.book, lay, fresh=True)
                 self.__dict__.pop("program", None)
+                self._funcs.clear()
                 k = self._kernel(action["op"])
                 self.traces[k], self.steps[k] = action["trace"], []
+                self._funcs.pop(k, None)
                 self.scheduled(k)
         except WorkbenchError as e:
             field_ = "tensor" if action["kind"] == "layout" else "op"
@@ -145,15 +150,18 @@ class State:
         return make_program(self.graph, self.book)
 
     def scheduled(self, kernel: str):
-        """The kernel's PrimFunc after its loop steps or tuned trace."""
+        """The kernel's PrimFunc after its loop steps or tuned trace (kept until an action changes
+        the kernel: pages and replay ask for it many times)."""
         from .loops import apply_steps, apply_trace_json
 
-        func = self.program.funcs[kernel]
-        if kernel in self.traces:
-            return apply_trace_json(func, self.traces[kernel]).mod["main"]
-        if self.steps.get(kernel):
-            return apply_steps(func, self.steps[kernel]).mod["main"]
-        return func
+        if kernel not in self._funcs:
+            func = self.program.funcs[kernel]
+            if kernel in self.traces:
+                func = apply_trace_json(func, self.traces[kernel]).mod["main"]
+            elif self.steps.get(kernel):
+                func = apply_steps(func, self.steps[kernel]).mod["main"]
+            self._funcs[kernel] = func
+        return self._funcs[kernel]
 
     def scheduled_program(self) -> Program:
         return self.program.with_funcs({k: self.scheduled(k) for k in set(self.steps) | set(self.traces)

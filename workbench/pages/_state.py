@@ -129,7 +129,8 @@ def measure_current(st_state: State) -> None:
     """Build, verify and time the current session; keep it as a variant (table, bars, roofline)."""
     with st.status("building with LLVM, verifying against the reference, timing each kernel…") as status:
         try:
-            m = measure(st_state.scheduled_program(), st_state.session.target)
+            prog = st_state.scheduled_program()
+            m = measure(prog, st_state.session.target)
         except WorkbenchError as e:
             status.update(label="build failed", state="error")
             st.session_state.error = str(e)
@@ -141,7 +142,7 @@ def measure_current(st_state: State) -> None:
             "total_ms": m.total_ms, **{f"{t.name} ms": t.latency_ms for t in m.timings},
             "max_abs_error": v.max_abs_error, "max_rel_error": v.max_rel_error, "matches_reference": v.ok})
         st.session_state.timings[label] = {t.name: t.latency_ms for t in m.timings}
-        st.session_state.points += program_points(st_state.scheduled_program(), st.session_state.timings[label], label)
+        st.session_state.points += program_points(prog, st.session_state.timings[label], label)
         st.session_state.last_measure = {
             "label": label, "ok": v.ok, "total_ms": m.total_ms, "err": v.max_abs_error,
             "kernels": [{"kernel": t.name, "latency ms": t.latency_ms, "spread ms": t.spread_ms, "GFLOP/s": t.gflops}
