@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PORT ?= 8501
+# Empty: .streamlit/config.toml decides (127.0.0.1:8501). HOST=0.0.0.0 serves every interface.
+HOST ?=
+PORT ?=
 PYTEST_ARGS ?=
 
 .PHONY: venv browser run test bench clean
@@ -26,9 +28,9 @@ browser:
 	fi
 
 # `python -m` puts the repository root on sys.path, so the app imports `workbench` uninstalled.
+# Settings are in .streamlit/config.toml (read from here, the repository root); flags only for HOST/PORT.
 run: venv
-	$(PY) -m streamlit run workbench/app.py --server.headless true --server.port $(PORT) \
-	  --browser.gatherUsageStats false
+	$(PY) -m streamlit run workbench/app.py $(if $(HOST),--server.address $(HOST)) $(if $(PORT),--server.port $(PORT))
 
 test: venv browser
 	$(PY) -m pytest -q --durations=10 $(PYTEST_ARGS)

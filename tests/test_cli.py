@@ -104,33 +104,6 @@ def test_a_mismatch_exits_with_1(monkeypatch, tmp_path, capsys):
     assert "error: outputs differ from the reference" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command, module", [("tune", "workbench.engine.tune"), ("bench", "workbench.engine.bench"),
-                                             ("ceilings", "workbench.engine.ceilings")])
-def test_missing_implementations_say_not_available(command, module, monkeypatch, capsys):
-    real = cli.importlib.import_module
-
-    def fake(name, *a, **k):
-        if name in (module, "workbench.engine.tune_cli"):
-            raise ImportError(f"No module named {name!r}")
-        return real(name, *a, **k)
-
-    monkeypatch.setattr(cli.importlib, "import_module", fake)
-    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name, *a: None)
-    argv = [command] + (["sessions/c1d.json"] if command == "tune" else [])
-    assert cli.main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: '{command}' is not available") and len(err.splitlines()) == 1
-
-
-def test_a_module_with_run_takes_the_command_over(monkeypatch):
-    import types
-
-    mod = types.ModuleType("fake_ceilings")
-    mod.run = lambda args: 7 if args.target == "x" else 0
-    monkeypatch.setattr(cli.importlib, "import_module", lambda name, *a, **k: mod)
-    assert cli.main(["ceilings", "--target", "x"]) == 7
-
-
 def test_help_lists_every_command():
     text = cli.parser().format_help()
     for command in ("replay", "export", "tune", "bench", "ceilings"):

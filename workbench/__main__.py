@@ -4,28 +4,23 @@ It calls the same engine functions as the app. A user error (any ``WorkbenchErro
 unreadable or unwritable path) prints one line, ``error: ...``, on stderr and exits with
 status 2, without a traceback; a replay whose outputs do not match the reference exits with 1.
 
-``tune``, ``bench`` and ``ceilings`` import their implementation only when run: from
-``workbench.engine.tune_cli``, ``workbench.engine.bench`` and ``workbench.engine.ceilings``.
-A module that defines ``run(args: argparse.Namespace) -> int`` takes the command over; when
-the module cannot be imported, the command says it is not available.
+Each command imports its engine modules only when it runs, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Callable
 
 from tqdm import tqdm
 
 from .engine.errors import WorkbenchError
+from .engine.targets import DEFAULT_TARGET
 
 
 def _bar(desc: str) -> tuple[tqdm, Callable[[str], None]]:
@@ -46,14 +41,6 @@ def _target(text: str | None) -> dict | None:
     return t
 
 
-def _implementation(command: str, module: str) -> ModuleType:
-    """Import a command's implementation lazily; a missing one is a user-facing error."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise WorkbenchError(f"'{command}' is not available in this installation (cannot import {module}: {e})") from None
-
-
 def cmd_replay(a: argparse.Namespace) -> int:
     from .engine.replay import replay_to
     from .engine.session import load
@@ -67,7 +54,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
     finally:
         bar.close()
     for k in report.kernels:
-        print(f"{k['name']:>28}: {k['latency_ms']:9.4f} ms  (spread {k['spread_ms']:.4f})  {k['gflops']:8.2f} GFLOP/s")
+        print(f"{k['name']:>28}: {k['latency_ms']:9.4f} ms median (min {k['min_ms']:.4f}, spread {k['spread_ms']:.4f} "
+              f"over {k['repeats']} runs{', NOISY' if k['noisy'] else ''})  {k['gflops']:8.2f} GFLOP/s")
     print(f"{'total':>28}: {report.total_ms:9.4f} ms; max abs error {report.max_abs_error:.2e}, "
           f"max rel error {report.max_rel_error:.2e}; ok: {report.ok}; written to {out}")
     if not report.ok:
@@ -96,16 +84,9 @@ def cmd_export(a: argparse.Namespace) -> int:
     return 0
 
 
-def _delegate(command: str, module: str, a: argparse.Namespace) -> tuple[ModuleType, int | None]:
-    """The command's module; when it defines ``run(args)``, its result (it took the command over)."""
-    mod = _implementation(command, module)
-    run = getattr(mod, "run", None)
-    return mod, (int(run(a) or 0) if callable(run) else None)
-
-
 def _follow(path: Path, bar: tqdm, stop: threading.Event) -> None:
     """Tail the tuning progress lines into the progress bar."""
-    from .engine.metaschedule import read_progress
+    from .engine.tuning.progress import read_progress
 
     while not stop.wait(0.5):
         rows = read_progress(path)
@@ -116,17 +97,13 @@ def _follow(path: Path, bar: tqdm, stop: threading.Event) -> None:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
-    if importlib.util.find_spec("workbench.engine.tune_cli") is not None:
-        _, rc = _delegate("tune", "workbench.engine.tune_cli", a)
-        if rc is not None:
-            return rc
-    # built in: workbench.engine.tune with the MetaSchedule progress lines
-    tune = _implementation("tune", "workbench.engine.tune")
-    metaschedule = _implementation("tune", "workbench.engine.metaschedule")
+    from .engine.tuning import stages
     from .engine.session import load, save
+    from .engine.tuning.options import TuneOptions
+    from .engine.tuning.rpc import RpcConfig
 
     session = load(a.session)
-    rpc = metaschedule.RpcConfig.parse(a.rpc) if a.rpc else None
+    rpc = RpcConfig.parse(a.rpc) if a.rpc else None
     work = Path(a.work_dir or Path("work") / "tune" / session.name)
     work.mkdir(parents=True, exist_ok=True)
     progress = work / "progress.jsonl"
@@ -135,24 +112,23 @@ def cmd_tune(a: argparse.Namespace) -> int:
     watcher = threading.Thread(target=_follow, args=(progress, bar, stop), daemon=True)
     watcher.start()
     try:
-        tuned = tune.tune_session(session, a.stage, a.budget, work, rpc=rpc, progress_path=progress,
-                                  joint_fraction=a.joint_fraction, search=a.search)
+        tuned = stages.tune_session(session, a.stage, a.budget, work, TuneOptions(
+            rpc=rpc, progress_path=progress, joint_fraction=a.joint_fraction, search=a.search))
     finally:
         stop.set()
         watcher.join()
         bar.close()
     out = Path(a.out) if a.out else Path(a.session).with_name(f"{Path(a.session).stem}_tuned.json")
     save(tuned, out)
-    for act in tuned.actions[len(session.actions):]:
-        print(f"{act['op']:>28}: {act.get('latency_ms', float('nan')):9.4f} ms ({act.get('stage')})")
+    for step in tuned.steps[len(session.steps):]:
+        print(f"{step.target:>28}: {step.get('latency_ms', float('nan')):9.4f} ms ({step.get('stage')})")
     print(f"tuned session written to {out}")
     return 0
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    bench, rc = _delegate("bench", "workbench.engine.bench", a)
-    if rc is not None:
-        return rc
+    from .engine import bench
+
     suite = bench.load_suite(a.suite)
     if a.only:
         names = set(a.only.split(","))
@@ -160,7 +136,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         if not suite:
             raise WorkbenchError(f"--only matched no workload of {a.suite}")
     out = Path(a.out)
-    target = _target(a.target) or {"kind": "llvm", "num-cores": 2}
+    target = _target(a.target) or dict(DEFAULT_TARGET)
     bar = tqdm(total=len(suite) * 3, desc="bench", file=sys.stderr)
 
     def step(msg: str) -> None:
@@ -185,10 +161,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 
 def cmd_ceilings(a: argparse.Namespace) -> int:
-    ceilings, rc = _delegate("ceilings", "workbench.engine.ceilings", a)
-    if rc is not None:
-        return rc
-    target = _target(a.target) or {"kind": "llvm", "num-cores": 2}
+    from .engine import ceilings
+
+    target = _target(a.target) or dict(DEFAULT_TARGET)
     print(ceilings.format_ceilings(ceilings.get_ceilings(target, refresh=True)))
     return 0
 

@@ -18,31 +18,49 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from workbench.engine import zoo  # noqa: E402
-from workbench.engine.program import resolve_target  # noqa: E402
-from workbench.engine.session import new_session  # noqa: E402
+from workbench.engine.targets import cpu_name, resolve_target  # noqa: E402
 from workbench.pages import _state  # noqa: E402
 
 st.set_page_config(page_title="ALT Workbench", page_icon=":material/grid_view:", layout="wide")
 _state.init()
 
 
+def _keep_model(model: str) -> None:
+    st.session_state.model_pick = model
+
+
+def model_picker(model: str) -> None:
+    """The zoo model; the open session decides what it shows. Switching with unsaved actions asks
+    first (the session would be replaced by a fresh one)."""
+    models = list(zoo.MODELS)
+    if st.session_state.get("model_shown") != model:  # a session of another model was opened
+        st.session_state.model_pick = st.session_state.model_shown = model
+    pick = st.selectbox("Model", models, key="model_pick",
+                        help="Every model of the zoo; switching starts a fresh session on it.")
+    if pick == model:
+        return
+    if lost := _state.unsaved():
+        st.warning(f"Switching to **{pick}** replaces this session: its {lost} unsaved actions on {model} "
+                   "would be lost (save it on the Sessions page first).")
+        yes, no = st.columns(2)
+        yes.button("Discard and switch", key="switch_confirm", on_click=_state.switch_model, args=(pick,))
+        no.button(f"Keep {model}", key="switch_cancel", on_click=_keep_model, args=(model,))
+    else:
+        _state.switch_model(pick)
+        st.rerun()
+
+
 def sidebar() -> None:
     s = _state.session()
     with st.sidebar:
         st.markdown("### ALT Workbench")
-        models = list(zoo.MODELS)
-        model = s.model.get("zoo")
-        pick = st.selectbox("Model", models, index=models.index(model) if model in models else 0, key="model_pick",
-                            help="Every model of the zoo; switching starts a fresh session on it.")
-        if pick != model:
-            _state.open_session(new_session(pick))
-            st.rerun()
+        model_picker(s.model.get("zoo"))
         built = resolve_target(s.target)
-        st.caption(f"Target `{json.dumps(s.target)}`  \nHost: {_state.host_cpu()} "
+        st.caption(f"Target `{json.dumps(s.target)}`  \nHost: {cpu_name()} "
                    f"(LLVM: `{built.get('mcpu', 'generic')}`), num-cores {s.target.get('num-cores', '?')}")
-        st.caption(f"Session **{s.name}**: {len(s.actions)} actions")
+        st.caption(f"Session **{s.name}**: {len(s.steps)} actions")
         left, right = st.columns(2)
-        left.button("Undo", key="undo", icon=":material/undo:", disabled=not s.actions, width="stretch",
+        left.button("Undo", key="undo", icon=":material/undo:", disabled=not s.steps, width="stretch",
                     on_click=_state.act, args=(lambda x: x.undo(), "undone"))
         right.button("Redo", key="redo", icon=":material/redo:", disabled=not s.redo_stack, width="stretch",
                      on_click=_state.act, args=(lambda x: x.redo(), "redone"))

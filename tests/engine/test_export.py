@@ -12,8 +12,9 @@ import pytest
 from workbench.engine.export import export_session
 from workbench.engine.loops import apply_steps, basic_schedule, trace_json
 from workbench.engine.lower import stored_constants
-from workbench.engine.program import resolve_target
+from workbench.engine.targets import resolve_target
 from workbench.engine.session import load, new_session, replay
+from workbench.engine.step import Step
 
 SESSIONS = Path(__file__).resolve().parents[2] / "sessions"
 
@@ -51,11 +52,10 @@ PLAIN_TVM = textwrap.dedent('''
 
 def _gmm_tuned():
     """A small NKn GMM whose gmm kernel carries a tuned trace (as a tuning result would)."""
-    s = new_session("gmm", name="g", m=64, n=64, k=64)
-    s = s.push({"kind": "layout", "tensor": "gmm", "preset": "nkn", "params": {"m": 16, "n": 16}})
-    func = replay(s).program.funcs["gmm"]
+    st = replay(new_session("gmm", name="g", m=64, n=64, k=64)).push(Step.make("preset", "gmm", "nkn", m=16, n=16))
+    func = st.program.funcs["gmm"]
     trace = trace_json(apply_steps(func, basic_schedule(func)))
-    return s.push({"kind": "tuned", "op": "gmm", "trace": trace, "latency_ms": 1.0})
+    return st.push(Step.make("tuned", "gmm", "tuned", trace=trace, latency_ms=1.0)).session
 
 
 def _body(script: str) -> list[str]:
@@ -83,8 +83,9 @@ def test_plain_tvm_applies_the_exported_records(case, tmp_path):
     workloads = (out / "database_workload.json").read_text().splitlines()
     assert len(records) == len(workloads) == len(plan.kernels)  # one workload and one record per kernel
     kinds = {k["name"]: k["schedule"] for k in manifest["kernels"]}
-    assert kinds == {k.name: "tuned" if k.name in state.traces else "loop steps" if state.steps.get(k.name)
-                     else "default" for k in plan.kernels}
+    last = {step.target: {"loop": "loop steps", "tuned": "tuned"}[step.kind] for step in s.steps
+            if step.kind in ("loop", "tuned")}  # these sessions set their layouts before any schedule
+    assert kinds == {k.name: last.get(k.name, "default") for k in plan.kernels}
 
     # inputs and the expected outputs, computed here beforehand (weights converted ahead of time)
     values = plan.graph.random_inputs(1)
@@ -116,7 +117,7 @@ def test_export_of_a_bad_session_writes_nothing(tmp_path):
     from workbench.engine.session import Session
 
     bad = Session("bad", model={"zoo": "gmm", "m": 64, "n": 64, "k": 64},
-                  actions=({"kind": "loop", "op": "nope", "primitive": "parallel", "args": {"block": "x", "loop": "i0"}},))
+                  steps=(Step.make("loop", "nope", "parallel", block="x", loop="i0"),))
     with pytest.raises(SessionError, match=r"action 0 \(loop on 'nope'\)"):
         export_session(bad, tmp_path / "export")
     assert not (tmp_path / "export").exists()

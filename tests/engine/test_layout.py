@@ -18,7 +18,8 @@ from workbench.engine import zoo
 from workbench.engine.errors import LayoutError
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.layout import Layout, LayoutBook, Window
-from workbench.engine.layouts import apply_actions, apply_layout, current, preset_actions
+from workbench.engine.layouts import apply_actions, apply_layout, current
+from workbench.engine.presets import preset_actions
 from workbench.engine.program import make_program
 
 TARGET = {"kind": "llvm", "num-cores": 2}

@@ -13,12 +13,14 @@ import tvm
 from hypothesis import given, settings, strategies as st
 from tvm import s_tir, te
 
-from workbench.engine.errors import LoopError
-from workbench.engine.loops import (PRIMITIVES, LoopInfo, LoopStep, apply_step, apply_steps, apply_trace_json,
-                                    basic_schedule, diff, list_blocks, list_loops, script, trace_json)
+from workbench.engine.errors import LoopError, SessionError
+from workbench.engine.loops import (PRIMITIVES, LoopInfo, apply_step, apply_steps, apply_trace_json,
+                                    basic_schedule, diff, list_blocks, list_loops, loop_step, script,
+                                    trace_json)
+from workbench.engine.step import Step
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
-S = LoopStep.make
+S = loop_step
 
 
 class Kernel(NamedTuple):
@@ -251,7 +253,7 @@ def test_apply_steps_names_the_failing_step():
     with pytest.raises(LoopError, match=r"^step 2: vectorize\(block='C', loop='i'\): block 'C' has no loop 'i'; "
                                         r"its loops: i_0, i_1, j, k"):
         apply_steps(func, steps)
-    with pytest.raises(LoopError, match=r"^step 0: .*expected a LoopStep"):
+    with pytest.raises(LoopError, match=r"^step 0: .*expected a loop Step"):
         apply_steps(func, [{"primitive": "split"}])
 
 
@@ -266,18 +268,19 @@ def test_bad_inputs_are_loop_errors():
         list_blocks("not a function")
     with pytest.raises(LoopError, match="does not apply to this kernel"):
         apply_trace_json(KERNELS["chain"].func, trace_json(apply_steps(KERNELS["mm"].func, FULL_MM)))
-    with pytest.raises(LoopError, match="a loop step is"):
-        LoopStep.from_json({"args": {}})
+    with pytest.raises(SessionError, match='action 0: field "kind" must be one of'):
+        Step.from_json({"args": {}})
 
 
 ########## Steps, traces, scripts ##########
 
 def test_loop_step_hashes_and_round_trips_through_json():
     a = S("split", factors=[None, 8], loop="i", block="C")
-    b = LoopStep.from_json(json.loads(json.dumps(a.to_json())))
+    b = Step.from_json(json.loads(json.dumps(a.to_json())))
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
     assert a.args == (("block", "C"), ("loop", "i"), ("factors", (None, 8)))
-    assert a.to_json() == {"primitive": "split", "args": {"block": "C", "loop": "i", "factors": [None, 8]}}
+    assert a.to_json() == {"kind": "loop", "op": "", "primitive": "split",
+                           "args": {"block": "C", "loop": "i", "factors": [None, 8]}}
     assert str(a) == "split(block='C', loop='i', factors=[None, 8])"
     assert S("cache_read", block="C", read_index=0) == S("cache_read", block="C", read_index=0, scope="global")
 

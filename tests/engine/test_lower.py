@@ -12,7 +12,9 @@ from workbench.engine import zoo
 from workbench.engine.errors import LayoutError
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_actions, apply_layout, preset_actions
+from workbench.engine.layouts import apply_actions, apply_layout
+from workbench.engine.presets import preset_actions
+from workbench.engine.step import Step
 from workbench.engine.lower import lower_kernel
 from workbench.engine.program import make_program
 
@@ -73,13 +75,17 @@ def test_primfuncs_are_written_over_stored_shapes():
     assert prog.flops["conv"] == g.flops("conv") + g.flops("bias") + g.flops("relu")
 
 
+def L(key, prim, args):
+    return Step.make("layout", key, prim, **args)
+
+
 def test_a_padding_split_masks_the_padding_out_of_reductions():
     """64 output channels split by 24 pad to 72, the 3 input channels split by 2 pad to 4: the
     padding channels must not leak into the sums, and hold zeros where they are stored."""
     g = zoo.load("r18_stem")
-    book = apply_actions(g, LayoutBook(), [("conv", "split", {"dim": 1, "factors": [-1, 24]}),
-                                          ("pad@conv", "split", {"dim": 1, "factors": [-1, 2]}),
-                                          ("conv.weight", "split", {"dim": 1, "factors": [-1, 2]})])
+    book = apply_actions(g, LayoutBook(), [L("conv", "split", {"dim": 1, "factors": [-1, 24]}),
+                                          L("pad@conv", "split", {"dim": 1, "factors": [-1, 2]}),
+                                          L("conv.weight", "split", {"dim": 1, "factors": [-1, 2]})])
     prog = check_stored_buffers(g, book, seed=2)
     assert any(buf.layout.shape[1:3] == (3, 24) for buf in prog.plan.buffers.values() if buf.tensor == "conv")
     assert prog.plan.buffers["pad"].layout.shape == (1, 2, 2, 230, 230)
@@ -93,11 +99,11 @@ def test_padding_splits_on_a_gmm_give_correct_numbers(where):
     b.op("act", "relu", b.op("mm_bias", "bias_add", y, b.const("mm_bias.bias", (11,)), axis=-1))
     g = b.build()
     actions = {
-        "output": [("mm", "split", {"dim": 0, "factors": [-1, 4]}), ("mm", "split", {"dim": 2, "factors": [-1, 3]})],
-        "elementwise": [("mm_bias", "split", {"dim": 1, "factors": [-1, 4]}),
-                        ("mm_bias", "reorder", {"perm": [1, 0, 2]})],
-        "reduction": [("x@mm", "split", {"dim": 1, "factors": [-1, 5]}),
-                      ("mm.weight", "split", {"dim": 0, "factors": [-1, 5]})],
+        "output": [L("mm", "split", {"dim": 0, "factors": [-1, 4]}), L("mm", "split", {"dim": 2, "factors": [-1, 3]})],
+        "elementwise": [L("mm_bias", "split", {"dim": 1, "factors": [-1, 4]}),
+                        L("mm_bias", "reorder", {"perm": [1, 0, 2]})],
+        "reduction": [L("x@mm", "split", {"dim": 1, "factors": [-1, 5]}),
+                      L("mm.weight", "split", {"dim": 0, "factors": [-1, 5]})],
     }[where]
     book = apply_actions(g, LayoutBook(), actions)
     check_stored_buffers(g, book, seed=4)

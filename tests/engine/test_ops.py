@@ -97,7 +97,7 @@ def np_pad_op(x, before, after, value=0.0, **_):
 
 NUMPY = {
     "conv1d": np_conv, "conv2d": np_conv, "conv3d": np_conv,
-    "conv_transpose2d": np_conv_transpose, "conv_transpose3d": np_conv_transpose,
+    "conv_transpose1d": np_conv_transpose, "conv_transpose2d": np_conv_transpose, "conv_transpose3d": np_conv_transpose,
     "matmul": np_matmul,
     "relu": lambda x, **_: np.maximum(x, 0),
     "relu6": lambda x, **_: np.minimum(np.maximum(x, 0), 6),
@@ -140,6 +140,7 @@ CASES = {
     "conv2d_dep": _one("conv2d", [(1, 6, 9, 9), (6, 1, 3, 3)], (1,), padding=1, stride=2, groups=6, depthwise=True),
     "conv3d": _one("conv3d", [(1, 3, 5, 6, 6), (4, 3, 3, 3, 3)], (1,), padding=1),
     "conv3d_stride": _one("conv3d", [(1, 2, 6, 7, 5), (3, 2, 2, 3, 2)], (1,), stride=2),
+    "conv_transpose1d": _one("conv_transpose1d", [(2, 3, 7), (3, 4, 5)], (1,), stride=3, padding=1, output_padding=2),
     "conv_transpose2d": _one("conv_transpose2d", [(1, 4, 5, 5), (4, 3, 4, 4)], (1,), stride=2, padding=1),
     "conv_transpose2d_op": _one("conv_transpose2d", [(2, 3, 4, 6), (3, 5, 3, 3)], (1,), stride=2, padding=1,
                                 output_padding=1),
@@ -246,11 +247,15 @@ def _flops_cases():
            2 * 32 * d * h * h * 64 * 27, (1, 32, d, h, h))
     yield "GMM", _one("matmul", [(96, 80), (80, 112)], (1,)), 2 * 96 * 112 * 80, (96, 112)
     yield "GMM", _one("matmul", [(4, 96, 80), (4, 112, 80)], transpose_b=True), 2 * 4 * 96 * 112 * 80, (4, 96, 112)
-    # transposed convs: every input element meets every (output channel, tap) once
+    # transposed convs with out = stride * in: every input element meets every (output channel, tap) once
     yield ("T2D", _one("conv_transpose2d", [(1, 128, 16, 16), (128, 64, 4, 4)], (1,), stride=2, padding=1),
            2 * 128 * 16 * 16 * 64 * 16, (1, 64, 32, 32))
     yield ("T3D", _one("conv_transpose3d", [(2, 32, 4, 16, 16), (32, 16, 4, 4, 4)], (1,), stride=2, padding=1),
            2 * 2 * 32 * 4 * 16 * 16 * 16 * 64, (2, 16, 8, 32, 32))
+    # K=5 not a multiple of s=2, p=1: of the 5 taps, phase 0 has k = 0, 2, 4 and phase 1 has
+    # k = 1, 3; (y + 1) mod 2 is 1 for the 12 even y < 23 and 0 for the 11 odd ones
+    yield ("T1D", _one("conv_transpose1d", [(2, 6, 11), (6, 4, 5)], (1,), stride=2, padding=1),
+           2 * 2 * 6 * 4 * (12 * 2 + 11 * 3), (2, 4, 23))
 
 
 @pytest.mark.parametrize("label, build, flops, shape", list(_flops_cases()),

@@ -12,7 +12,8 @@ from tests.buffers import check_stored_buffers
 from workbench.engine import zoo
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_actions, apply_layout, layout_keys, preset_actions
+from workbench.engine.layouts import apply_actions, apply_layout, layout_keys
+from workbench.engine.presets import preset_actions
 from workbench.engine.propagate import plan_layouts
 
 TARGET = {"kind": "llvm", "num-cores": 2}

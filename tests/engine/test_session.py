@@ -7,42 +7,71 @@ import pytest
 
 from workbench.engine import session as S
 from workbench.engine.errors import SessionError
+from workbench.engine.step import Step
 
-SPLIT = {"kind": "layout", "tensor": "conv", "primitive": "split", "args": {"dim": 1, "factors": [4, 16]}}
-LOOP = {"kind": "loop", "op": "conv", "primitive": "parallel", "args": {"block": "conv", "loop": "i1"}}
+SPLIT = Step.make("layout", "conv", "split", dim=1, factors=[4, 16])
+LOOP = Step.make("loop", "conv", "parallel", block="conv", loop="i1")
+
+
+def start(*args, **kw) -> S.State:
+    return S.replay(S.new_session(*args, **kw))
 
 
 def test_push_undo_redo():
-    s0 = S.new_session()
+    s0 = start()
     s2 = s0.push(SPLIT).push(LOOP)
-    assert [a["kind"] for a in s2.actions] == ["layout", "loop"]
+    assert [a.kind for a in s2.session.steps] == ["layout", "loop"]
     s1 = s2.undo()
-    assert s1.actions == (SPLIT,) and s1.redo_stack == (LOOP,)
-    assert s1.redo() == s2
+    assert s1.session.steps == (SPLIT,) and s1.session.redo_stack == (LOOP,)
+    assert s1.redo().session == s2.session
+    assert s1.redo().scheduled("conv").script() == s2.scheduled("conv").script()
     with pytest.raises(SessionError, match="nothing to redo"):
         s2.redo()
     with pytest.raises(SessionError, match="nothing to undo"):
         s0.undo()
 
 
+def test_push_returns_a_new_state_and_leaves_the_old_one():
+    s0 = start()
+    s1 = s0.push(SPLIT)
+    assert s0.session.steps == () and s0.program.plan.layout_of("conv").shape == (1, 64, 112, 112)
+    assert s1.program.plan.layout_of("conv").shape == (1, 4, 16, 112, 112)
+    s2 = s1.push(LOOP)
+    assert s1.schedule("conv").kind == "default" and s2.schedule("conv").kind == "loop steps"
+    assert s2.program is s1.program  # a loop step keeps the unscheduled program
+
+
 def test_layout_action_changes_the_plan_and_loop_action_the_kernel():
-    st = S.replay(S.new_session().push(SPLIT).push(LOOP))
+    st = start().push(SPLIT).push(LOOP)
     assert st.program.plan.layout_of("conv").shape == (1, 4, 16, 112, 112)
     assert "T.parallel(4)" in st.scheduled("conv").script()
     assert st.scheduled_program().build().verify().ok
 
 
 def test_refused_action_leaves_the_session_as_it_was():
-    s = S.new_session().push(SPLIT)
-    bad = {**SPLIT, "args": {"dim": 1, "factors": [3, 2]}}
+    s = start().push(SPLIT)
+    bad = Step.make("layout", "conv", "split", dim=1, factors=[3, 2])
     with pytest.raises(SessionError, match=r"action 1 \(layout on 'conv'\): split factors \[3, 2\]"):
         s.push(bad)
-    assert s.actions == (SPLIT,)
+    assert s.session.steps == (SPLIT,)
+    with pytest.raises(SessionError, match="expected a Step, got dict"):
+        s.push(SPLIT.to_json())
+
+
+def test_replay_applies_each_step_once(monkeypatch):
+    calls = []
+    real = S.State._apply
+    monkeypatch.setattr(S.State, "_apply", lambda self, step: calls.append(step) or real(self, step))
+    state = start().push(SPLIT).push(LOOP)
+    assert calls == [SPLIT, LOOP]  # a hand step applies that step only
+    calls.clear()
+    S.loads_state(S.dumps(state.session))
+    assert calls == [SPLIT, LOOP]  # opening a file replays once
 
 
 def test_round_trip_through_json(tmp_path):
-    s = S.new_session("gmm", name="g", m=64, n=64, k=64).push(
-        {"kind": "layout", "tensor": "gmm", "preset": "nkn", "params": {"m": 16, "n": 16}})
+    s = start("gmm", name="g", m=64, n=64, k=64).push(
+        Step.make("preset", "gmm", "nkn", m=16, n=16)).session
     p = S.save(s, tmp_path / "g.json")
     assert S.load(p) == s and S.load(p).key() == s.key()
 
@@ -53,7 +82,7 @@ def test_round_trip_through_json(tmp_path):
     (lambda d: d.update(model={"zoo": "gmm", "bogus": 1}), "bad options"),
     (lambda d: d["actions"].append({"kind": "layout", "tensor": "conv", "primitive": "split", "args": [1]}),
      'field "args" must be an object'),
-    (lambda d: d["actions"].append({**SPLIT, "extra": 1}), 'unknown field "extra"'),
+    (lambda d: d["actions"].append({**SPLIT.to_json(), "extra": 1}), 'unknown field "extra"'),
 ])
 def test_loads_names_the_bad_field(mutate, fragment):
     d = S.new_session().to_json()
@@ -62,7 +91,7 @@ def test_loads_names_the_bad_field(mutate, fragment):
         S.loads(json.dumps(d))
 
 
-LOOP2 = {"kind": "loop", "op": "conv", "primitive": "vectorize", "args": {"block": "conv", "loop": "i4"}}
+LOOP2 = Step.make("loop", "conv", "vectorize", block="conv", loop="i4")
 
 
 @pytest.mark.parametrize("mutate, fragment", [
@@ -77,10 +106,11 @@ LOOP2 = {"kind": "loop", "op": "conv", "primitive": "vectorize", "args": {"block
     (lambda d: d["actions"].append({"kind": "loop", "op": "conv", "primitive": "parallel",
                                     "args": {"block": "conv", "loop": "nope"}}),
      "action 2 (loop on 'conv'): step 1: parallel(block='conv', loop='nope'): block 'conv' has no loop 'nope'"),
-    (lambda d: d["actions"].insert(0, {**SPLIT, "args": {"dim": 9, "factors": [4, 16]}}), "action 0 (layout on 'conv')"),
+    (lambda d: d["actions"].insert(0, {**SPLIT.to_json(), "args": {"dim": 9, "factors": [4, 16]}}),
+     "action 0 (layout on 'conv')"),
 ])
 def test_loads_names_the_action_index_and_field(mutate, fragment):
-    d = S.new_session().push(SPLIT).push(LOOP).to_json()
+    d = start().push(SPLIT).push(LOOP).session.to_json()
     mutate(d)
     with pytest.raises(SessionError) as e:
         S.loads(json.dumps(d))
@@ -88,13 +118,12 @@ def test_loads_names_the_action_index_and_field(mutate, fragment):
 
 
 def test_round_trip_keeps_every_action_kind(tmp_path):
-    s = S.new_session().push(SPLIT).push(LOOP).push(LOOP2)
-    st = S.replay(s)
-    from workbench.engine.loops import apply_steps, trace_json
+    st = start().push(SPLIT).push(LOOP).push(LOOP2)
+    from workbench.engine.loops import trace_json
 
-    trace = trace_json(apply_steps(st.program.funcs["conv"], st.steps["conv"]))
-    s = s.push({"kind": "tuned", "op": "conv", "trace": trace, "latency_ms": 1.5,
-                "layouts": [{"kind": "layout", "tensor": "conv", "preset": "blocked", "params": {"factor": 16}}]})
+    trace = trace_json(st.scheduled_schedule("conv"))
+    s = st.push(Step.make("tuned", "conv", "tuned", trace=trace, latency_ms=1.5, layouts=[
+        {"kind": "layout", "tensor": "conv", "preset": "blocked", "params": {"factor": 16}}])).session
     path = S.save(s, S.safe_path(tmp_path, s.name))
     back = S.load(path)
     assert back == s and S.dumps(back) == path.read_text()
@@ -132,7 +161,7 @@ def test_save_is_atomic_when_the_write_fails(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fdopen", lambda fd, mode: Half(real_fdopen(fd, mode)))
     with pytest.raises(OSError, match="No space left"):
-        S.save(S.new_session().push(SPLIT), path)
+        S.save(start().push(SPLIT).session, path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
 
@@ -147,7 +176,7 @@ def test_save_is_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", boom)
     with pytest.raises(OSError, match="disk full"):
-        S.save(S.new_session().push(SPLIT), path)
+        S.save(start().push(SPLIT).session, path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temporary file left
 

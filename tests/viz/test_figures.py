@@ -6,7 +6,8 @@ import pytest
 
 from workbench.engine import zoo
 from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_actions, apply_layout, preset_actions
+from workbench.engine.layouts import apply_actions, apply_layout
+from workbench.engine.presets import preset_actions
 from workbench.engine.propagate import plan_layouts
 from workbench.viz.graph import display_graph, graph_figure
 from workbench.viz.kernels import latency_bars_figure

@@ -4,8 +4,15 @@ budget of B measurements, (b) the joint layout+loop tuner at the same total budg
 (c) PyTorch on the CPU (best of NCHW and channels-last), (d) NumPy for GMM. Every tuned
 kernel is checked against the reference before its time is reported.
 
+The tuners' figures come from an hour of tuning while the baselines take seconds: a busy moment
+of a shared machine would favour one or the other. So after tuning, the best kernel of each
+tuner and every baseline are measured again, interleaved (``interleave.remeasure``: A B C D,
+A B C D, ... for ``rounds`` rounds, a noisy contender once more, then flagged in ``noisy``).
+``metaschedule_ms``, ``joint_ms``, ``torch_ms`` and ``numpy_ms`` are those medians, with their
+relative spreads ((max - min) / median) beside them; ``*_tuning_ms`` keep the tuners' own figures.
+
 Ratios above 1 mean the joint tuner is faster: ``joint_vs_metaschedule = (a)/(b)``,
-``joint_vs_torch = (c)/(b)``.
+``joint_vs_torch = (c)/(b)``, both from the re-measured medians.
 """
 
 from __future__ import annotations
@@ -19,21 +26,38 @@ import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
+import tvm
 
 from .graph import Graph, GraphBuilder
-from .joint import joint_tune
+from .interleave import ROUNDS, Remeasured, Timer, remeasure
 from .layout import LayoutBook
 from .layouts import apply_actions
-from .metaschedule import TuneTask, read_progress, tune_loops
-from .program import make_program
+from .program import Built, make_program
+from .timing import NOISE
+from .tuning.joint import joint_tune
+from .tuning.loop import tune_loops
+from .tuning.options import TuneOptions
+from .tuning.progress import read_progress
+from .tuning.records import TuneTask
 
 __all__ = ["Workload", "BenchRow", "load_suite", "workload_graph", "run_bench", "write_results", "machine_name"]
 
-COLUMNS = ["workload", "op", "budget", "metaschedule_ms", "joint_ms", "joint_layout", "joint_conversions_ms",
-           "torch_ms", "numpy_ms", "joint_vs_metaschedule", "joint_vs_torch", "verified", "date", "machine"]
+#: the contenders measured again after tuning, in their interleaving order
+CONTENDERS = ("metaschedule", "joint", "torch", "numpy")
+#: one timing sample lasts about this long (the call repeated as often as it takes)
+SAMPLE_MS = 50.0
+#: results.csv's columns (README and hooks read ``joint_vs_*``) and results.md's titles
+TITLES = {"workload": "workload", "op": "op", "budget": "budget", "metaschedule_ms": "MetaSchedule ms",
+          "joint_ms": "joint ms", "joint_layout": "joint layout", "joint_conversions_ms": "conversions ms",
+          "torch_ms": "PyTorch ms", "numpy_ms": "NumPy ms", "joint_vs_metaschedule": "joint vs MetaSchedule",
+          "joint_vs_torch": "joint vs PyTorch", "metaschedule_tuning_ms": "MetaSchedule ms (tuning)",
+          "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule spread",
+          "joint_spread": "joint spread", "torch_spread": "PyTorch spread", "numpy_spread": "NumPy spread",
+          "rounds": "rounds", "noisy": "noisy", "verified": "verified", "date": "date", "machine": "machine"}
+COLUMNS = list(TITLES)
 
 
 @dataclass(frozen=True)
@@ -60,6 +84,14 @@ class BenchRow:
     verified: bool
     date: str
     machine: str
+    metaschedule_tuning_ms: float | None = None
+    joint_tuning_ms: float | None = None
+    metaschedule_spread: float | None = None  # relative: (max - min) / median of the re-measure
+    joint_spread: float | None = None
+    torch_spread: float | None = None
+    numpy_spread: float | None = None
+    rounds: int = 0  # interleaved rounds per set
+    noisy: str = ""  # the contenders whose spread stayed above the threshold, comma-separated
 
     @property
     def joint_vs_metaschedule(self) -> float | None:
@@ -113,50 +145,63 @@ def machine_name() -> str:
     return f"{cpu}, {os.cpu_count()} cores"
 
 
-def _median_ms(fn: Callable[[], Any], min_s: float = 0.2, repeat: int = 7) -> float:
+def _call_timer(fn: Callable[[], Any], min_ms: float = SAMPLE_MS) -> Timer:
+    """A timer of ``fn``: each sample (ms per call) repeats it for about ``min_ms``, the count
+    fixed once after a warm-up call."""
     fn()
     t0 = time.perf_counter()
     fn()
-    one = max(time.perf_counter() - t0, 1e-6)
-    number = max(1, int(min_s / repeat / one))
-    runs = []
-    for _ in range(repeat):
+    number = max(1, int(min_ms / 1e3 / max(time.perf_counter() - t0, 1e-6)))
+
+    def sample() -> float:
         t0 = time.perf_counter()
         for _ in range(number):
             fn()
-        runs.append((time.perf_counter() - t0) / number * 1e3)
-    return float(np.median(runs))
+        return (time.perf_counter() - t0) / number * 1e3
+
+    return sample
 
 
-def torch_ms(w: Workload, threads: int) -> float | None:
-    """PyTorch CPU time, the best of the default (NCHW) and channels-last memory formats."""
+def torch_timer(w: Workload, threads: int) -> Timer:
+    """PyTorch on the CPU, in the faster of the default (NCHW) and channels-last memory formats
+    (chosen by the median of three samples each)."""
     import torch
 
     torch.set_num_threads(threads)
-    x, wt = torch.rand(w.input), torch.rand(w.weight)
+    x, wt = torch.rand(w.input), torch.rand(w.weight)  # no requires_grad: autograd records nothing
     if w.op == "matmul":
-        with torch.no_grad():
-            return _median_ms(lambda: x @ wt)
+        return _call_timer(lambda: x @ wt)
     fn = getattr(torch.nn.functional, w.op)
     attrs = {k: v for k, v in w.attrs.items() if k != "depthwise"}
-    best = math.inf
     formats = [torch.contiguous_format] + ([torch.channels_last] if x.dim() == 4 else
                                            [torch.channels_last_3d] if x.dim() == 5 else [])
-    with torch.no_grad():
-        for fmt in formats:
-            xf, wf = x.contiguous(memory_format=fmt), wt.contiguous(memory_format=fmt)
-            best = min(best, _median_ms(lambda: fn(xf, wf, **attrs)))
-    return best
+    timers = []
+    for fmt in formats:
+        xf, wf = x.contiguous(memory_format=fmt), wt.contiguous(memory_format=fmt)
+        timers.append(_call_timer(lambda xf=xf, wf=wf: fn(xf, wf, **attrs)))
+    return min(timers, key=lambda t: float(np.median([t() for _ in range(3)])))
 
 
-def numpy_ms(w: Workload) -> float | None:
+def numpy_timer(w: Workload) -> Timer | None:
+    """NumPy's ``@`` for a GMM; None for other ops."""
     if w.op != "matmul":
         return None
     a, b = np.random.rand(*w.input).astype("float32"), np.random.rand(*w.weight).astype("float32")
-    return _median_ms(lambda: a @ b)
+    return _call_timer(lambda: a @ b)
 
 
-def _verified(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) -> tuple[bool, float | None]:
+def kernel_timer(built: Built, op: str, values: dict[str, np.ndarray], min_ms: float = SAMPLE_MS) -> Timer:
+    """The kernel ``op`` of a built program alone, on the buffers a run on ``values`` leaves,
+    timed by TVM's evaluator as the tuners time it."""
+    kernel = next(k for k in built.program.plan.kernels if k.name == op)
+    bufs = {name: tvm.runtime.tensor(a) for name, a in built.run_buffers(values).items()}
+    args = [bufs[b] for b in kernel.inputs + kernel.outputs]
+    one = _call_timer(lambda: built.rt[op](*args), min_ms=0.0)()  # warm-up, and one call's time
+    ev = built.rt.time_evaluator(op, tvm.cpu(), number=max(1, int(min_ms / max(one, 1e-6))), repeat=1)
+    return lambda: float(ev(*args).results[0]) * 1e3
+
+
+def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) -> tuple[Built, bool, float]:
     """Build the whole program with the tuned kernel, check it, and time its conversions."""
     from .loops import apply_trace_json
 
@@ -165,34 +210,58 @@ def _verified(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict)
     built = prog.build(target)
     ok = built.verify().ok
     conv = [t.latency_ms for t in built.time(repeat=3, min_ms=5) if t.name != op]
-    return ok, (sum(conv) if conv else 0.0)
+    return built, ok, (sum(conv) if conv else 0.0)
+
+
+def _remeasured_fields(got: Mapping[str, Remeasured], rounds: int) -> dict[str, Any]:
+    """The row's re-measured figures: median and spread per contender, and the noisy ones."""
+    out: dict[str, Any] = {"rounds": rounds, "noisy": ", ".join(n for n in CONTENDERS if n in got and got[n].noisy)}
+    for name in CONTENDERS:
+        r = got.get(name)
+        out[f"{name}_ms"], out[f"{name}_spread"] = (r.median_ms, r.relative_spread) if r else (None, None)
+    return out
 
 
 def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *, search: str = "model",
-              seed: int = 0, on_step: Callable[[str], None] | None = None) -> list[BenchRow]:
-    """Run every workload; progress lines go to ``out_dir/progress/<workload>_<tuner>.jsonl``."""
+              seed: int = 0, rounds: int = ROUNDS, on_step: Callable[[str], None] | None = None) -> list[BenchRow]:
+    """Run every workload: tune with both tuners, then re-measure their best kernels and the
+    baselines interleaved (``rounds`` rounds). Progress lines go to
+    ``out_dir/progress/<workload>_<tuner>.jsonl``."""
     out_dir = Path(out_dir)
     (out_dir / "progress").mkdir(parents=True, exist_ok=True)
     rows = []
     date, machine = _dt.date.today().isoformat(), machine_name()
     threads = int(target.get("num-cores", os.cpu_count() or 1))
+    say = on_step or (lambda s: None)
     for w in suite:
         graph, op = workload_graph(w)
-        say = on_step or (lambda s: None)
+        values = graph.random_inputs()
+        timers: dict[str, Timer] = {}
         say(f"{w.name}: MetaSchedule loop-only, budget {budget}")
         prog = make_program(graph)
         ms_res = tune_loops([TuneTask(op, prog.funcs[op], prog.flops[op])], target, out_dir / "work" / w.name / "ms",
-                            budget, stage="loop", progress_path=out_dir / "progress" / f"{w.name}_metaschedule.jsonl",
-                            seed=seed, isolated=False)[op]
-        ok_a = ms_res.best_ms is not None and _verified(graph, LayoutBook(), op, ms_res.trace, target)[0]
+                            budget, TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_metaschedule.jsonl",
+                                                seed=seed, isolated=False), stage="loop")[op]
+        ok_a = False
+        if ms_res.best_ms is not None:
+            built_a, ok_a, _ = _tuned(graph, LayoutBook(), op, ms_res.trace, target)
+            timers["metaschedule"] = kernel_timer(built_a, op, values)
         say(f"{w.name}: joint layout+loop, budget {budget}")
-        jr = joint_tune(graph, LayoutBook(), op, target, out_dir / "work" / w.name / "joint", budget, search=search,
-                        progress_path=out_dir / "progress" / f"{w.name}_joint.jsonl", seed=seed)
+        jr = joint_tune(graph, LayoutBook(), op, target, out_dir / "work" / w.name / "joint", budget,
+                        TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_joint.jsonl", seed=seed,
+                                    search=search))
         book = apply_actions(graph, LayoutBook(), jr.best.actions(graph, op))
-        ok_b, conv_ms = _verified(graph, book, op, jr.trace, target)
-        say(f"{w.name}: PyTorch and NumPy baselines")
-        rows.append(BenchRow(w.name, w.op, budget, ms_res.best_ms, jr.best_ms, jr.best.label, conv_ms,
-                             torch_ms(w, threads), numpy_ms(w), bool(ok_a and ok_b), date, machine))
+        built_b, ok_b, conv_ms = _tuned(graph, book, op, jr.trace, target)
+        timers["joint"] = kernel_timer(built_b, op, values)
+        timers["torch"] = torch_timer(w, threads)
+        if (np_timer := numpy_timer(w)) is not None:
+            timers["numpy"] = np_timer
+        say(f"{w.name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
+        got = remeasure(timers, rounds)
+        rows.append(BenchRow(w.name, w.op, budget, joint_layout=jr.best.label, joint_conversions_ms=conv_ms,
+                             verified=bool(ok_a and ok_b), date=date, machine=machine,
+                             metaschedule_tuning_ms=ms_res.best_ms, joint_tuning_ms=jr.best_ms,
+                             **_remeasured_fields(got, rounds)))
         write_results(rows, out_dir)  # after each workload: a stopped run keeps what it measured
     return rows
 
@@ -218,14 +287,16 @@ def write_results(rows: list[BenchRow], out_dir: Path) -> tuple[Path, Path]:
         wr.writeheader()
         for r in rows:
             wr.writerow({k: _fmt(v) for k, v in r.as_dict().items()})
-    head = ["workload", "op", "budget", "MetaSchedule ms", "joint ms", "joint layout", "conversions ms",
-            "PyTorch ms", "NumPy ms", "joint vs MetaSchedule", "joint vs PyTorch", "verified"]
+    shown = [k for k in COLUMNS if k not in ("date", "machine")]  # those two are in the heading
     lines = [f"Machine: {rows[0].machine if rows else machine_name()}; date {rows[0].date if rows else ''}; "
-             f"budget {rows[0].budget if rows else ''} measurements per tuner per workload.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             f"budget {rows[0].budget if rows else ''} measurements per tuner per workload. Times are medians "
+             f"of {rows[0].rounds if rows else ROUNDS} interleaved rounds after tuning (spread: (max - min) / "
+             f"median; noisy: above {NOISE:.0%} even when measured again); the tuning columns are the tuners' own.",
+             "",
+             "| " + " | ".join(TITLES[k] for k in shown) + " |", "|" + "---|" * len(shown)]
     for r in rows:
         d = r.as_dict()
-        lines.append("| " + " | ".join(_fmt(d[k]) for k in COLUMNS[:-2]) + " |")
+        lines.append("| " + " | ".join(_fmt(d[k]) for k in shown) + " |")
     gm_ms, gm_t = _geomean([r.joint_vs_metaschedule for r in rows]), _geomean([r.joint_vs_torch for r in rows])
     lines += ["", f"Geometric mean, joint vs MetaSchedule: {_fmt(gm_ms)}x; joint vs PyTorch: {_fmt(gm_t)}x "
                   "(above 1: the joint tuner is faster)."]
@@ -255,7 +326,8 @@ def search_study(suite: list[Workload], joint_budget: int, out_dir: Path, target
                 if on_step:
                     on_step(f"{w.name} seed {seed}: {search} search")
                 jr = joint_tune(graph, LayoutBook(), op, target, Path(out_dir) / "work" / f"{w.name}_{search}_{seed}",
-                                joint_budget, joint_fraction=1.0, per_candidate=per_candidate, search=search, seed=seed)
+                                joint_budget, TuneOptions(joint_fraction=1.0, per_candidate=per_candidate,
+                                                          search=search, seed=seed))
                 row[f"{search}_ms"], row[f"{search}_layout"] = jr.best_ms, jr.best.label
             row["model_vs_random"] = _ratio(row["random_ms"], row["model_ms"])
             rows.append(row)

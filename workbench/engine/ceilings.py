@@ -3,8 +3,16 @@
 Both rates are measured with kernels that TVM builds for the session's target, so they are the
 ceilings *that target* can reach (a target without ``mcpu`` may not use every vector unit):
 
-- peak: a parallel, vectorized kernel of independent fused multiply-add chains (8 chains per
-  core hide the FMA latency); 2 FLOPs per FMA;
+- peak: a parallel, vectorized kernel of independent fused multiply-add chains, sized from the
+  target's vector unit (``targets.vector_unit``): one vector register per chain, ``FMA_PORTS x
+  FMA_LATENCY`` chains so both FMA units always have an independent FMA to start, as many as fit
+  the register file beside the kernel's constants (no stack spills: ``peak_kernel_asm`` shows the
+  assembly); 2 FLOPs per FMA;
+- theoretical peak: lanes x 2 FLOPs x FMA ports x cores x clock, each factor with its source
+  (the clock from sysfs cpufreq, else ``/proc/cpuinfo``; the FMA ports an assumption);
+- library yardstick: NumPy's and PyTorch's fp32 GEMM (square, ``YARDSTICK_N``) measured in the
+  same run. A library faster than the measured peak means the peak kernel misses the machine's
+  FMA throughput, and ``format_ceilings`` says so with a WARNING line;
 - bandwidth: STREAM's copy (``b = a``) and triad (``a = b + s * c``) over arrays far larger than
   the caches (at least 64 MiB each and 4x the last-level cache, capped at 256 MiB to keep the
   measurement short), counting the bytes STREAM counts (2 resp. 3 arrays per element);
@@ -22,19 +30,62 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["Ceilings", "get_ceilings", "measure_ceilings", "format_ceilings", "cache_info", "cpu_name"]
+from .targets import cpu_name
+
+__all__ = ["Ceilings", "Yardstick", "PeakKernel", "FMA_PORTS", "FMA_LATENCY", "YARDSTICK_N", "get_ceilings",
+           "measure_ceilings", "format_ceilings", "cache_info", "cpu_clock", "peak_kernel_shape", "peak_kernel",
+           "peak_kernel_asm", "innermost_loops", "stack_accesses", "library_gemm"]
 
 _SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 #: used when the operating system does not tell (a typical x86 server core)
 DEFAULT_CACHES = {"L1d": 32 * 1024, "L2": 1024 * 1024, "L3": 32 * 1024 * 1024}
 _MIB = 1024 * 1024
+_SYS_CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
+_PROC_CPUINFO = Path("/proc/cpuinfo")
+#: FMA units per core: two on x86 cores since Haswell and Zen (an assumption: LLVM does not report it)
+FMA_PORTS = 2
+#: cycles until an FMA's result can feed the next one: 4 on Skylake and Zen 3, 5 on Haswell and
+#: Zen 2; the longer one, so that the chains cover both
+FMA_LATENCY = 5
+#: vector registers the peak kernel holds besides its accumulators: the multiplier and the addend
+_PEAK_CONSTANTS = 2
+#: the library yardstick's square GEMM size: large enough for the libraries' best kernels
+YARDSTICK_N = 2048
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """A library's fp32 GEMM (``n`` x ``n`` x ``n``) rate measured beside the peak kernel."""
+
+    library: str
+    n: int
+    gflops: float
+    threads: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n ** 3
+
+    @property
+    def bytes(self) -> int:
+        """Compulsory traffic: A, B and C moved once."""
+        return 3 * self.n * self.n * 4
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes
+
+    @property
+    def label(self) -> str:
+        return f"{self.library} GEMM {self.n}"
 
 
 @dataclass(frozen=True)
@@ -48,6 +99,15 @@ class Ceilings:
     line_bytes: int
     measured_at: float = field(default_factory=time.time)
     note: str = ""
+    # Added with the theoretical peak and the library yardstick; older cache files lack them.
+    isa: str = ""
+    lanes: int = 0
+    accumulators: int = 0
+    fma_ports: int = 0
+    cores: int = 0
+    clock_ghz: float = 0.0
+    clock_source: str = ""
+    library: tuple[Yardstick, ...] = ()
 
     @property
     def bandwidth_gbs(self) -> float:
@@ -59,24 +119,27 @@ class Ceilings:
         """Arithmetic intensity (FLOP/byte) where the roofs meet."""
         return self.peak_gflops / self.bandwidth_gbs
 
+    @property
+    def theoretical_gflops(self) -> float | None:
+        """lanes x 2 FLOPs per FMA x FMA ports x cores x clock; None when a factor is unknown."""
+        if not (self.lanes and self.fma_ports and self.cores and self.clock_ghz):
+            return None
+        return self.lanes * 2 * self.fma_ports * self.cores * self.clock_ghz
+
+    @property
+    def best_library(self) -> Yardstick | None:
+        return max(self.library, key=lambda y: y.gflops, default=None)
+
     def to_json(self) -> dict:
         return asdict(self)
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "Ceilings":
-        return Ceilings(**{**d, "caches": {k: int(v) for k, v in d["caches"].items()}})
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
+        """Read a cached file; fields it lacks (older files) take their defaults."""
+        known = {f.name for f in fields(Ceilings)}
+        return Ceilings(**{**{k: v for k, v in d.items() if k in known},
+                           "caches": {k: int(v) for k, v in d["caches"].items()},
+                           "library": tuple(Yardstick(**y) for y in d.get("library", ()))})
 
 
 def _size(text: str) -> int:
@@ -129,7 +192,7 @@ def cache_info(root: Path = _SYS_CACHE, getconf: bool = True) -> tuple[dict[str,
 def _build(func: Any, target: Mapping) -> Any:
     import tvm
 
-    from .program import target_from
+    from .targets import target_from
 
     return tvm.compile(tvm.IRModule({"main": func}), target=target_from(target)).jit()
 
@@ -144,11 +207,58 @@ def _seconds(rt: Any, args: list, min_s: float = 0.05) -> float:
     return min(rt.time_evaluator("main", tvm.cpu(), number=number, repeat=3)(*args).results)
 
 
-def _peak_gflops(target: Mapping, cores: int) -> float:
-    import tvm
+def cpu_clock(cpufreq: Path = _SYS_CPUFREQ, cpuinfo: Path = _PROC_CPUINFO) -> tuple[float, str]:
+    """The core clock in GHz and where it came from: sysfs ``cpuinfo_max_freq``, else the first
+    ``cpu MHz`` of ``/proc/cpuinfo`` (the current clock: turbo may run above it), else (0, why)."""
+    try:
+        return int((cpufreq / "cpuinfo_max_freq").read_text()) / 1e6, f"{cpufreq}/cpuinfo_max_freq"
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return float(line.split(":", 1)[1]) / 1e3, f"{cpuinfo} 'cpu MHz', the current clock: turbo may exceed it"
+    except (OSError, ValueError):
+        pass
+    return 0.0, f"unknown: neither {cpufreq} nor a 'cpu MHz' line in {cpuinfo}"
+
+
+@dataclass(frozen=True)
+class PeakKernel:
+    """The FMA kernel's register plan: ``accumulators`` independent chains of ``lanes``-wide
+    vectors, plus ``constants`` broadcast registers, in a file of ``registers``."""
+
+    lanes: int
+    accumulators: int
+    constants: int
+    registers: int
+    isa: str
+
+    def describe(self) -> str:
+        return (f"{self.accumulators} accumulators x {self.lanes} lanes ({self.isa}), "
+                f"{self.constants} constants, {self.registers} vector registers")
+
+
+def peak_kernel_shape(target: Mapping) -> PeakKernel:
+    """Chains enough to keep every FMA port busy (``FMA_PORTS x FMA_LATENCY``), at most what the
+    register file holds beside the constants and one scratch register (more would spill).
+
+    >>> peak_kernel_shape({"kind": "llvm", "mcpu": "znver3"}).describe()
+    '10 accumulators x 8 lanes (AVX2), 2 constants, 16 vector registers'
+    """
+    from .targets import vector_unit
+
+    unit = vector_unit(target)
+    acc = min(FMA_PORTS * FMA_LATENCY, unit.registers - _PEAK_CONSTANTS - 1)
+    return PeakKernel(unit.lanes, acc, _PEAK_CONSTANTS, unit.registers, unit.isa)
+
+
+def peak_kernel(shape: PeakKernel, par: int, iters: int) -> Any:
+    """The FMA kernel as a PrimFunc: ``par`` parallel tasks, each ``iters`` rounds of one FMA per
+    accumulator (unrolled) on registers loaded once, stored once."""
     from tvm.script import tirx as T
 
-    chains, lanes, iters, par = 8, 16, 20000, 4 * cores
+    chains, lanes = shape.accumulators, shape.lanes
 
     @T.prim_func
     def main(x: T.Buffer((par, chains, lanes), "float32"), y: T.Buffer((par, chains, lanes), "float32")):
@@ -166,10 +276,83 @@ def _peak_gflops(target: Mapping, cores: int) -> float:
                 for v in T.vectorized(lanes):
                     y[p, c, v] = acc[c, v]
 
-    rt = _build(main, target)
-    x = tvm.runtime.tensor(np.random.default_rng(0).random((par, chains, lanes), dtype=np.float32))
-    y = tvm.runtime.tensor(np.zeros((par, chains, lanes), np.float32))
-    return 2.0 * par * chains * lanes * iters / _seconds(rt, [x, y]) / 1e9
+    return main
+
+
+def peak_kernel_asm(target: Mapping, shape: PeakKernel | None = None) -> str:
+    """The assembly LLVM emits for the peak kernel (the target's own shape unless ``shape``
+    is given), to check its hot loop for FMAs and spills."""
+    import tvm
+
+    from .targets import target_from
+
+    func = peak_kernel(shape or peak_kernel_shape(target), 2, 1000)
+    return tvm.compile(tvm.IRModule({"main": func}), target=target_from(target)).mod.inspect_source("asm")
+
+
+_LABEL = re.compile(r"^(\.?L\w+):")
+_JUMP = re.compile(r"^\s+j\w+\s+(\.?L\w+)\s*$")
+
+
+def innermost_loops(asm: str) -> list[list[str]]:
+    """The instructions of each innermost loop of x86 assembly (AT&T syntax, as LLVM prints it):
+    a label with a jump back to it from below, and no such loop inside."""
+    lines = asm.splitlines()
+    where = {m.group(1): i for i, ln in enumerate(lines) if (m := _LABEL.match(ln))}
+    loops = [(where[m.group(1)], j) for j, ln in enumerate(lines)
+             if (m := _JUMP.match(ln)) and where.get(m.group(1), j + 1) < j]
+    inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
+    return [[ln.strip() for ln in lines[a + 1:b + 1] if ln.strip() and not ln.strip().startswith((".", "#"))]
+            for a, b in inner]
+
+
+def stack_accesses(instructions: list[str]) -> list[str]:
+    """The instructions that load or store through the stack (a spill, in a hot loop)."""
+    return [i for i in instructions if "(%rsp)" in i or "(%rbp)" in i or "(%esp)" in i]
+
+
+def _peak_gflops(target: Mapping, shape: PeakKernel, cores: int) -> float:
+    import tvm
+
+    # One task per core; each call lasts ~1 ms at 100 GFLOP/s per core, so the parallel
+    # launch (~10 us) costs about 1%.
+    par, iters = cores, 200_000
+    rt = _build(peak_kernel(shape, par, iters), target)
+    dims = (par, shape.accumulators, shape.lanes)
+    x = tvm.runtime.tensor(np.random.default_rng(0).random(dims, dtype=np.float32))
+    y = tvm.runtime.tensor(np.zeros(dims, np.float32))
+    return 2.0 * par * shape.accumulators * shape.lanes * iters / _seconds(rt, [x, y], min_s=0.1) / 1e9
+
+
+def _best_gflops(matmul: Callable[[], Any], n: int, runs: int) -> float:
+    matmul()  # warm-up: thread pool start, page faults, packing buffers
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        matmul()
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def library_gemm(cores: int, n: int = YARDSTICK_N, runs: int = 5) -> tuple[Yardstick, ...]:
+    """NumPy's and PyTorch's fp32 ``n``-cube GEMM, best of ``runs``; PyTorch on ``cores`` threads
+    (NumPy's BLAS uses its own default: every core). A library that is not installed is left out."""
+    rng = np.random.default_rng(0)
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    out = [Yardstick("NumPy", n, _best_gflops(lambda: a @ b, n, runs), os.cpu_count() or 1)]
+    try:
+        import torch
+    except ImportError:
+        return tuple(out)
+    before = torch.get_num_threads()
+    torch.set_num_threads(cores)
+    try:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        with torch.no_grad():
+            out.append(Yardstick("PyTorch", n, _best_gflops(lambda: ta @ tb, n, runs), cores))
+    finally:
+        torch.set_num_threads(before)  # the caller's setting, not ours
+    return tuple(out)
 
 
 def _stream_gbs(target: Mapping, elems: int) -> tuple[float, float]:
@@ -201,8 +384,8 @@ def _stream_gbs(target: Mapping, elems: int) -> tuple[float, float]:
     return 2 * nbytes / t_copy / 1e9, 3 * nbytes / t_triad / 1e9
 
 
-def measure_ceilings(target: Mapping) -> Ceilings:
-    """Measure now (a few seconds)."""
+def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceilings:
+    """Measure now (a few seconds): peak, bandwidth, and the library yardstick."""
     caches, line, note = cache_info()
     cores = int(target.get("num-cores", os.cpu_count() or 1))
     llc = max(caches.values())
@@ -211,7 +394,12 @@ def measure_ceilings(target: Mapping) -> Ceilings:
         note = (note + "; " if note else "") + (f"the OS reports a {llc // _MIB} MiB last-level cache: the bandwidth "
                                                 f"arrays are capped at {size // _MIB} MiB each")
     copy_gbs, triad_gbs = _stream_gbs(target, size // 4)
-    return Ceilings(cpu_name(), dict(target), _peak_gflops(target, cores), copy_gbs, triad_gbs, caches, line, note=note)
+    shape = peak_kernel_shape(target)
+    clock, clock_source = cpu_clock()
+    library = library_gemm(cores, yardstick_n)
+    return Ceilings(cpu_name(), dict(target), _peak_gflops(target, shape, cores), copy_gbs, triad_gbs, caches, line,
+                    note=note, isa=shape.isa, lanes=shape.lanes, accumulators=shape.accumulators,
+                    fma_ports=FMA_PORTS, cores=cores, clock_ghz=clock, clock_source=clock_source, library=library)
 
 
 def _cache_file(target: Mapping) -> Path:
@@ -236,13 +424,27 @@ def get_ceilings(target: Mapping, refresh: bool = False) -> Ceilings:
     return c
 
 
+def _theory_line(c: Ceilings) -> str:
+    if c.theoretical_gflops is None:
+        return f"unknown ({c.clock_source or 'not measured'})"
+    return (f"{c.theoretical_gflops:.1f} GFLOP/s = {c.lanes} lanes ({c.isa}, LLVM's features of the target) "
+            f"x 2 FLOP/FMA x {c.fma_ports} FMA ports (assumed for modern x86) x {c.cores} cores (target "
+            f"num-cores) x {c.clock_ghz:.3f} GHz ({c.clock_source})")
+
+
 def format_ceilings(c: Ceilings) -> str:
-    """A short table for the terminal."""
+    """A short table for the terminal; a WARNING line when a library beats the measured peak."""
+    kernel = f" ({c.accumulators} accumulators x {c.lanes} lanes)" if c.accumulators else ""
     rows = [("CPU", c.cpu), ("target", json.dumps(c.target)),
-            ("peak (FMA kernel)", f"{c.peak_gflops:.1f} GFLOP/s"),
-            ("bandwidth: copy", f"{c.copy_gbs:.1f} GB/s"), ("bandwidth: triad", f"{c.triad_gbs:.1f} GB/s"),
-            ("ridge point", f"{c.ridge:.1f} FLOP/byte"), ("cache line", f"{c.line_bytes} B")]
+            ("peak (FMA kernel)", f"{c.peak_gflops:.1f} GFLOP/s measured{kernel}"),
+            ("peak (theoretical)", _theory_line(c))]
+    rows += [(f"{y.label} (library)", f"{y.gflops:.1f} GFLOP/s, {y.threads} threads") for y in c.library]
+    rows += [("bandwidth: copy", f"{c.copy_gbs:.1f} GB/s"), ("bandwidth: triad", f"{c.triad_gbs:.1f} GB/s"),
+             ("ridge point", f"{c.ridge:.1f} FLOP/byte"), ("cache line", f"{c.line_bytes} B")]
     rows += [(name, f"{size // 1024} KiB") for name, size in c.caches.items()]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    if (best := c.best_library) and best.gflops > c.peak_gflops:
+        lines.append(f"WARNING: {best.label} runs at {best.gflops:.1f} GFLOP/s, above the measured peak "
+                     f"({c.peak_gflops:.1f} GFLOP/s): the roofline's compute roof is too low on this machine")
     return "\n".join(lines + ([f"note: {c.note}"] if c.note else []))

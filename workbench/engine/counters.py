@@ -24,8 +24,8 @@ __all__ = ["EVENTS", "Counters", "perf_unavailable", "kernel_counters", "perf_co
 EVENTS = ("instructions", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores")
 
 _RUNNER = """
-import sys, numpy as np, tvm
-lib, kernel, shapes, n = sys.argv[1], sys.argv[2], eval(sys.argv[3]), int(sys.argv[4])
+import json, sys, numpy as np, tvm
+lib, kernel, shapes, n = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 f = tvm.runtime.load_module(lib)[kernel]
 rng = np.random.default_rng(0)
 args = [tvm.runtime.tensor(rng.random(s, dtype=np.float32)) for s in shapes]

@@ -23,21 +23,22 @@ ahead of time, as the manifest says).
 
 from __future__ import annotations
 
+import io
 import json
+import tempfile
+import zipfile
 from pathlib import Path
 from typing import Callable
 
 import tvm
 import tvm.s_tir.meta_schedule as ms
 import tvm_ffi
-from tvm import s_tir
 
 from .errors import BuildError
-from .loops import apply_steps, apply_trace_json, list_blocks
-from .program import resolve_target, target_from
+from .targets import resolve_target, target_from
 from .session import Session, dumps, replay
 
-__all__ = ["export_session", "DATABASE_FILES"]
+__all__ = ["export_session", "export_zip", "DATABASE_FILES"]
 
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 
@@ -62,13 +63,7 @@ def export_session(session: Session, out_dir: str | Path, progress: Callable[[st
     for k in plan.kernels:
         func = state.program.funcs[k.name]
         mod = tvm.IRModule({"main": func})
-        if k.name in state.traces:
-            sch, kind = apply_trace_json(func, state.traces[k.name]), "tuned"
-        elif state.steps.get(k.name):
-            sch, kind = apply_steps(func, state.steps[k.name]), "loop steps"
-        else:  # the empty trace, as one block lookup (query_schedule skips records with no instruction)
-            sch, kind = s_tir.Schedule(mod), "default"
-            sch.get_sblock(list_blocks(sch)[0])
+        sch, kind = state.scheduled_schedule(k.name), state.schedule(k.name).kind
         records.append((mod, sch.trace, func, timings[k.name].latency_ms))
         kernels.append({
             "name": k.name, "latency_ms": timings[k.name].latency_ms, "schedule": kind,
@@ -103,3 +98,16 @@ def export_session(session: Session, out_dir: str | Path, progress: Callable[[st
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     (out / "session.json").write_text(dumps(session))
     return out
+
+
+def export_zip(session: Session, progress: Callable[[str], None] | None = None) -> bytes:
+    """``export_session`` into a temporary folder, returned as the bytes of a zip whose entries
+    sit under the session's name (what the app offers for download)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = export_session(session, Path(tmp) / session.name, progress)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in sorted(out.rglob("*")):
+                if f.is_file():
+                    z.write(f, f.relative_to(out.parent))
+    return buf.getvalue()

@@ -46,6 +46,8 @@ import pandas as pd
 import tvm
 from tvm import s_tir, tirx
 
+from .loops import walk_nest
+
 if TYPE_CHECKING:
     from .ceilings import Ceilings
 
@@ -181,26 +183,17 @@ def _subst(expr: Any, bind: Mapping[Any, Any]) -> Any:
 def _tree(func: tirx.PrimFunc) -> _Loop:
     root = _Loop(None, "(kernel)", 1, 0)
 
-    def walk(stmt: Any, parent: _Loop) -> None:
-        if isinstance(stmt, s_tir.SBlockRealize):
-            if not stmt.same_as(func.body):
-                parent.accesses += _block_accesses(stmt)
-            walk(stmt.block.body, parent)
-        elif isinstance(stmt, tirx.For):
-            lp = _Loop(stmt.loop_var, stmt.loop_var.name, int(stmt.extent), int(stmt.min))
-            parent.children.append(lp)
-            walk(stmt.body, lp)
-        elif isinstance(stmt, tirx.SeqStmt):
-            for c in stmt.seq:
-                walk(c, parent)
-        elif isinstance(stmt, tirx.IfThenElse):
-            walk(stmt.then_case, parent)
-            if stmt.else_case is not None:
-                walk(stmt.else_case, parent)
-        elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
-            walk(stmt.body, parent)
+    def on_block(realize: s_tir.SBlockRealize, parent: _Loop) -> _Loop:
+        if not realize.same_as(func.body):
+            parent.accesses += _block_accesses(realize)
+        return parent
 
-    walk(func.body, root)
+    def on_loop(loop: tirx.For, parent: _Loop) -> _Loop:
+        lp = _Loop(loop.loop_var, loop.loop_var.name, int(loop.extent), int(loop.min))
+        parent.children.append(lp)
+        return lp
+
+    walk_nest(func, on_block, on_loop, root)
 
     def work(lp: _Loop) -> int:
         lp.work = (len(lp.accesses) + sum(work(c) for c in lp.children)) * lp.extent

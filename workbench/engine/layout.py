@@ -28,27 +28,33 @@ import numpy as np
 import tvm
 
 from .errors import LayoutError
+from .step import PrimitiveSpec
 
 __all__ = ["Window", "Prim", "Layout", "LayoutBook", "PRIMITIVES", "ADVANCED", "INVERSES", "index_scope", "bind_axis",
            "simplify", "all_of"]
 
-#: Layout primitives and their argument names (part of the session file format).
-PRIMITIVES: dict[str, tuple[str, ...]] = {
-    "split": ("dim", "factors"),
-    "reorder": ("perm",),
-    "fuse": ("dims",),
-    "unfold": ("dim", "tile", "stride"),
-    "fold": ("dim",),
-    "pad": ("dim", "before", "after"),
-    "unpad": ("dim",),
-    "store_at": ("into", "dim"),
-    "decouple_at": ("dim",),
+#: Layout primitive -> its typed arguments (the names are part of the session file format).
+PRIMITIVES: dict[str, PrimitiveSpec] = {
+    "split": PrimitiveSpec.parse("dim:dim factors:ints", "split a dim into nested dims, outermost first (one "
+                                 "factor may be -1: inferred; factors over the extent pad it)"),
+    "reorder": PrimitiveSpec.parse("perm:perm", "store the dims in this order (a permutation of all dims)"),
+    "fuse": PrimitiveSpec.parse("dims:dims", "fuse adjacent dims into one"),
+    "unfold": PrimitiveSpec.parse("dim:dim tile:int stride:int", "cut a dim into overlapping tiles of `tile` "
+                                  "elements every `stride` (halos duplicated: ALT's Eq. 1)", defaults={"tile": 4,
+                                                                                                    "stride": 2}),
+    "fold": PrimitiveSpec.parse("dim:dim", "undo the unfold whose tile dim is `dim`", inverse_of="unfold"),
+    "pad": PrimitiveSpec.parse("dim:dim before:int after:int", "add zeros before and after a dim",
+                               defaults={"before": 0, "after": 1}),
+    "unpad": PrimitiveSpec.parse("dim:dim", "undo the last pad of a dim", inverse_of="pad"),
+    "store_at": PrimitiveSpec.parse("into:tensor dim:dim", "store this tensor in an extra slot of another "
+                                    "tensor's dim (e.g. a bias beside the weights)"),
+    "decouple_at": PrimitiveSpec.parse("dim:dim", "undo the store_at at a dim", inverse_of="store_at"),
 }
 #: Primitives that change the data (duplicate it, add zeros, or mix tensors): a complex
 #: operator does not write such a layout itself, a conversion does (ALT Algorithm 1, line 1).
 ADVANCED = frozenset({"unfold", "pad", "store_at"})
 #: inverse primitive -> the primitive it undoes
-INVERSES = {"fold": "unfold", "unpad": "pad", "decouple_at": "store_at"}
+INVERSES = {name: spec.inverse_of for name, spec in PRIMITIVES.items() if spec.inverse_of}
 
 
 ########## Index arithmetic on ints, NumPy arrays and TVM expressions ##########
@@ -421,7 +427,7 @@ class Layout:
         """Apply one primitive; a bad argument raises ``LayoutError`` and changes nothing."""
         if name not in PRIMITIVES:
             raise LayoutError(f"unknown layout primitive {name!r}; known: {', '.join(PRIMITIVES)}")
-        want = set(PRIMITIVES[name])
+        want = set(PRIMITIVES[name].args)
         if name == "pad":
             args.setdefault("before", 0)
             args.setdefault("after", 0)

@@ -1,7 +1,7 @@
 """Loop primitives on a kernel's PrimFunc, through ``tvm.s_tir.Schedule``, as replayable steps.
 
-A step is a ``LoopStep``: a primitive named as TVM names it (``split``, ``fuse``, ...) with
-its arguments. Blocks are addressed by name (``list_blocks``) and loops by ``(block, loop
+A step is a ``Step`` of kind ``loop`` (``loop_step``): a primitive named as TVM names it
+(``split``, ``fuse``, ...) with its arguments. Blocks are addressed by name (``list_blocks``) and loops by ``(block, loop
 name)`` (``list_loops``), where a loop's name is the loop variable as TVMScript prints it:
 ``i0`` for an op's first dim, ``i0_0, i0_1`` after a split, ``i0_i1_fused`` after a fuse,
 ``ax0, ax1`` for the loops TVM creates (cache_read/cache_write, compute_at), ``j_init`` for a
@@ -22,50 +22,26 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Sequence, Union
+from typing import Any, Callable, Sequence, TypeVar, Union
 
 import tvm
 from tvm import s_tir, tirx
 
 from .errors import LoopError
+from .step import PrimitiveSpec, Step
 
-__all__ = ["LoopStep", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
-           "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "basic_schedule"]
+__all__ = ["loop_step", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
+           "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
+           "basic_schedule"]
 
 FuncOrSchedule = Union[tirx.PrimFunc, tvm.IRModule, s_tir.Schedule]
+C = TypeVar("C")
 
 
 ########## Steps and primitive specs ##########
 
-def _freeze(v: Any) -> Any:
-    return tuple(_freeze(x) for x in v) if isinstance(v, (list, tuple)) else v
-
-
-def _thaw(v: Any) -> Any:
-    return [_thaw(x) for x in v] if isinstance(v, tuple) else v
-
-
-@dataclass(frozen=True, slots=True)
-class PrimitiveSpec:
-    """What a loop primitive takes: enough to draw its form and validate its arguments.
-
-    ``args`` maps each argument, in form order, to its kind: ``block`` (a block name),
-    ``loop`` / ``loops`` (loop names of the block named by the ``loop_of`` argument),
-    ``int``, ``ints`` (a list of ints, one may be None) or ``str``. ``tvm_args`` are the
-    arguments passed on to the ``tvm.s_tir.Schedule`` method of the same name, in order
-    (``*loops`` is spread).
-    """
-
-    args: dict[str, str]
-    doc: str
-    tvm_args: tuple[str, ...]
-    defaults: dict[str, Any] = field(default_factory=dict)
-    loop_of: str = "block"
-
-
 def _spec(kinds: str, doc: str, tvm_args: str, **extra: Any) -> PrimitiveSpec:
-    args = dict(a.split(":") for a in kinds.split())
-    return PrimitiveSpec(args, doc, tuple(tvm_args.split()), **extra)
+    return PrimitiveSpec.parse(kinds, doc, tvm_args=tuple(tvm_args.split()), **extra)
 
 
 _LOOP = "block:block loop:loop"
@@ -93,51 +69,22 @@ PRIMITIVES: dict[str, PrimitiveSpec] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class LoopStep:
-    """One loop primitive with its arguments; hashable, JSON-able, printable.
+def loop_step(primitive: str, kernel: str = "", **args: Any) -> Step:
+    """A loop step with its defaults filled in and its arguments in the spec's order.
 
-    >>> step = LoopStep.make("split", loop="i", block="C", factors=[None, 16])
+    >>> step = loop_step("split", "C", loop="i", block="C", factors=[None, 16])
     >>> step
-    LoopStep(primitive='split', args=(('block', 'C'), ('loop', 'i'), ('factors', (None, 16))))
+    Step(kind='loop', target='C', primitive='split', args=(('block', 'C'), ('loop', 'i'), ('factors', (None, 16))))
     >>> print(step)
     split(block='C', loop='i', factors=[None, 16])
     >>> step.to_json()
-    {'primitive': 'split', 'args': {'block': 'C', 'loop': 'i', 'factors': [None, 16]}}
-    >>> LoopStep.from_json(step.to_json()) == step
-    True
+    {'kind': 'loop', 'op': 'C', 'primitive': 'split', 'args': {'block': 'C', 'loop': 'i', 'factors': [None, 16]}}
     """
-
-    primitive: str
-    args: tuple[tuple[str, Any], ...]
-
-    @staticmethod
-    def make(primitive: str, **args: Any) -> LoopStep:
-        """A step with its defaults filled in and its arguments in the spec's order (lists become tuples)."""
-        spec = PRIMITIVES.get(primitive)
-        if spec is not None:
-            args = {**spec.defaults, **args}
-            args = {**{k: args[k] for k in spec.args if k in args}, **args}
-        return LoopStep(primitive, tuple((k, _freeze(v)) for k, v in args.items()))
-
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        """The arguments as a dict, tuples back to lists."""
-        return {k: _thaw(v) for k, v in self.args}
-
-    def to_json(self) -> dict:
-        """``{"primitive": ..., "args": {...}}`` with lists (the session file form)."""
-        return {"primitive": self.primitive, "args": self.kwargs}
-
-    @staticmethod
-    def from_json(d: dict) -> LoopStep:
-        """The inverse of ``to_json``."""
-        if not isinstance(d, dict) or not isinstance(d.get("primitive"), str) or not isinstance(d.get("args", {}), dict):
-            raise LoopError(f'a loop step is {{"primitive": str, "args": {{...}}}}, got {d!r}')
-        return LoopStep.make(d["primitive"], **d.get("args", {}))
-
-    def __str__(self) -> str:
-        return f"{self.primitive}({', '.join(f'{k}={v!r}' for k, v in self.kwargs.items())})"
+    spec = PRIMITIVES.get(primitive)
+    if spec is not None:
+        args = {**spec.defaults, **args}
+        args = {**{k: args[k] for k in spec.args if k in args}, **args}
+    return Step.make("loop", kernel, primitive, **args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +126,30 @@ def _schedule(func_or_sch: FuncOrSchedule) -> s_tir.Schedule:
     return s_tir.Schedule(tvm.IRModule({"main": _func(func_or_sch)}))
 
 
+def walk_nest(func: tirx.PrimFunc, on_block: Callable[[s_tir.SBlockRealize, C], C],
+              on_loop: Callable[[tirx.For, C], C], ctx: C) -> None:
+    """The one walk over a kernel's blocks and loops, in program order (both branches of an
+    ``if``). ``on_loop(loop, ctx)`` and ``on_block(realize, ctx)`` return the context their body
+    is walked with; the root block is passed too (``realize.same_as(func.body)``)."""
+
+    def walk(stmt: Any, ctx: C) -> None:
+        if isinstance(stmt, s_tir.SBlockRealize):
+            walk(stmt.block.body, on_block(stmt, ctx))
+        elif isinstance(stmt, tirx.For):
+            walk(stmt.body, on_loop(stmt, ctx))
+        elif isinstance(stmt, tirx.SeqStmt):
+            for child in stmt.seq:
+                walk(child, ctx)
+        elif isinstance(stmt, tirx.IfThenElse):
+            walk(stmt.then_case, ctx)
+            if stmt.else_case is not None:
+                walk(stmt.else_case, ctx)
+        elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
+            walk(stmt.body, ctx)
+
+    walk(func.body, ctx)
+
+
 def _nests(func_or_sch: FuncOrSchedule) -> list[tuple[s_tir.SBlockRealize, list[tirx.For]]]:
     """Every block but the root, in program order, with the loops between it and its parent block.
 
@@ -187,23 +158,12 @@ def _nests(func_or_sch: FuncOrSchedule) -> list[tuple[s_tir.SBlockRealize, list[
     func = _func(func_or_sch)
     out: list[tuple[s_tir.SBlockRealize, list[tirx.For]]] = []
 
-    def walk(stmt: Any, loops: list[tirx.For]) -> None:
-        if isinstance(stmt, s_tir.SBlockRealize):
-            if not stmt.same_as(func.body):
-                out.append((stmt, loops))
-            walk(stmt.block.body, [])
-        elif isinstance(stmt, tirx.For):
-            walk(stmt.body, loops + [stmt])
-        elif isinstance(stmt, tirx.SeqStmt):
-            for child in stmt.seq:
-                walk(child, loops)
-        elif isinstance(stmt, tirx.IfThenElse):
-            walk(stmt.then_case, loops)
-            walk(stmt.else_case, loops)
-        elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
-            walk(stmt.body, loops)
+    def on_block(realize: s_tir.SBlockRealize, loops: list[tirx.For]) -> list[tirx.For]:
+        if not realize.same_as(func.body):
+            out.append((realize, loops))
+        return []
 
-    walk(func.body, [])
+    walk_nest(func, on_block, lambda loop, loops: loops + [loop], [])
     return out
 
 
@@ -312,7 +272,7 @@ _KINDS: dict[str, tuple[Any, str]] = {
 }
 
 
-def _validate(sch: s_tir.Schedule, step: LoopStep) -> tuple[dict[str, Any], list[LoopInfo]]:
+def _validate(sch: s_tir.Schedule, step: Step) -> tuple[dict[str, Any], list[LoopInfo]]:
     """The step's arguments (defaults filled in) and the loops they name, all checked; else LoopError."""
     p = step.primitive
     spec = PRIMITIVES.get(p)
@@ -394,10 +354,10 @@ def _reason(err: Exception) -> str:
     return (out[:400] + "...") if len(out) > 400 else out or type(err).__name__
 
 
-def _apply(sch: s_tir.Schedule, step: LoopStep) -> None:
+def _apply(sch: s_tir.Schedule, step: Step) -> None:
     """Apply ``step`` to ``sch`` in place."""
-    if not isinstance(step, LoopStep):
-        raise LoopError(f"expected a LoopStep, got {step!r}")
+    if not isinstance(step, Step) or step.kind != "loop":
+        raise LoopError(f"expected a loop Step, got {step!r}")
     try:
         a, loops = _validate(sch, step)
     except LoopError as e:
@@ -414,15 +374,15 @@ def _apply(sch: s_tir.Schedule, step: LoopStep) -> None:
         raise LoopError(f"{step}: TVM refused: {_reason(e)}") from None
 
 
-def apply_step(func_or_sch: FuncOrSchedule, step: LoopStep) -> s_tir.Schedule:
+def apply_step(func_or_sch: FuncOrSchedule, step: Step) -> s_tir.Schedule:
     """Apply one loop primitive to a copy of the schedule (or to a new schedule of a function).
 
     Parameters
     ----------
     func_or_sch : PrimFunc, IRModule or Schedule
         Left unchanged.
-    step : LoopStep
-        A primitive of ``PRIMITIVES`` with its arguments.
+    step : Step
+        A loop step (``loop_step``): a primitive of ``PRIMITIVES`` with its arguments.
 
     Returns
     -------
@@ -461,7 +421,7 @@ def apply_step(func_or_sch: FuncOrSchedule, step: LoopStep) -> s_tir.Schedule:
 
     After applying split, the IR becomes:
 
-    >>> sch = apply_step(func, LoopStep.make("split", block="B", loop="i", factors=[None, 16]))
+    >>> sch = apply_step(func, loop_step("split", block="B", loop="i", factors=[None, 16]))
     >>> print(script(sch))
     # from tvm.script import tirx as T
     # from tvm.tirx.layout import Axis
@@ -478,7 +438,7 @@ def apply_step(func_or_sch: FuncOrSchedule, step: LoopStep) -> s_tir.Schedule:
                 B[v_i] = A[v_i] * T.float32(2.0)
     >>> [(loop.name, loop.extent) for loop in list_loops(sch, "B")]
     [('i_0', 4), ('i_1', 16)]
-    >>> apply_step(func, LoopStep.make("split", block="B", loop="i", factors=[3, 16]))
+    >>> apply_step(func, loop_step("split", block="B", loop="i", factors=[3, 16]))
     Traceback (most recent call last):
     ...
     workbench.engine.errors.LoopError: split(block='B', loop='i', factors=[3, 16]): split factors [3, 16] multiply to 48 but loop 'i' has extent 64
@@ -488,13 +448,13 @@ def apply_step(func_or_sch: FuncOrSchedule, step: LoopStep) -> s_tir.Schedule:
     return sch
 
 
-def apply_steps(func_or_sch: FuncOrSchedule, steps: Sequence[LoopStep]) -> s_tir.Schedule:
+def apply_steps(func_or_sch: FuncOrSchedule, steps: Sequence[Step]) -> s_tir.Schedule:
     """Apply steps in order to a new schedule of ``func_or_sch`` (left unchanged).
 
     Parameters
     ----------
     func_or_sch : PrimFunc, IRModule or Schedule
-    steps : sequence of LoopStep
+    steps : sequence of Step
 
     Returns
     -------
@@ -574,7 +534,7 @@ def apply_trace_json(func_or_sch: FuncOrSchedule, trace: Any) -> s_tir.Schedule:
 
 ########## A starting schedule ##########
 
-def basic_schedule(func: FuncOrSchedule, head: str | None = None) -> list[LoopStep]:
+def basic_schedule(func: FuncOrSchedule, head: str | None = None, kernel: str = "") -> list[Step]:
     """A sensible first schedule, as steps a user can edit.
 
     The head block (default: the first) gets its reductions moved outside its innermost
@@ -587,20 +547,22 @@ def basic_schedule(func: FuncOrSchedule, head: str | None = None) -> list[LoopSt
     func : PrimFunc, IRModule or Schedule
     head : str, optional
         The block to schedule first.
+    kernel : str, optional
+        The kernel the steps are for (their target).
 
     Returns
     -------
-    list of LoopStep
+    list of Step
         Steps that ``apply_steps`` applies without error.
     """
     sch = _schedule(func)
     blocks = list_blocks(sch)
     head = head or blocks[0]
-    steps: list[LoopStep] = []
+    steps: list[Step] = []
 
     def attempt(primitive: str, **args: Any) -> bool:
         nonlocal sch
-        step = LoopStep.make(primitive, **args)
+        step = loop_step(primitive, kernel, **args)
         try:
             sch = apply_step(sch, step)
         except LoopError:
@@ -626,3 +588,11 @@ def basic_schedule(func: FuncOrSchedule, head: str | None = None) -> list[LoopSt
         if not attempt("reverse_compute_inline", block=b) and outer:
             attempt("reverse_compute_at", block=b, target_block=head, loop=outer)
     return steps
+
+
+def empty_schedule(func_or_sch: FuncOrSchedule) -> s_tir.Schedule:
+    """A schedule that changes nothing, its trace one block lookup (MetaSchedule's
+    ``query_schedule`` skips records whose trace has no instruction at all)."""
+    sch = _schedule(func_or_sch)
+    sch.get_sblock(list_blocks(sch)[0])
+    return sch

@@ -25,7 +25,7 @@ import numpy as np
 import tvm
 from tvm import te
 
-from .layout import Window, all_of, bind_axis
+from .layout import Window, all_of, bind_axis, simplify
 
 __all__ = ["OpDef", "OPS", "Reader"]
 
@@ -159,47 +159,126 @@ for _nd in (1, 2, 3):
                     labeler=lambda a, nd=_nd: _conv_label({**a, "nd": nd})))
 
 
-########## Transposed convolutions (T2D, T3D) ##########
+########## Transposed convolutions (T1D, T2D, T3D) ##########
+
+@dataclass(frozen=True)
+class _TDim:
+    """One spatial dim of a transposed conv: stride, padding, kernel, taps per phase, input
+    zeros before/after (``lo``, ``hi``), input and output extents."""
+
+    s: int
+    p: int
+    k: int
+    t: int
+    lo: int
+    hi: int
+    n_in: int
+    n_out: int
+
+
+def _tconv_dims(shapes: list[Shape], a: dict, out: Shape) -> list[_TDim]:
+    xs, ws = shapes[:2]
+    nd = len(xs) - 2
+    s, p = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0)
+    dims = []
+    for j in range(nd):
+        k, n_in, n_out = ws[2 + j], xs[2 + j], out[2 + j]
+        t = -(-k // s[j])
+        # input positions read: (y + p)//s - t over y < n_out, t < T
+        lo = max(0, t - 1 - p[j] // s[j])
+        hi = max(0, (n_out - 1 + p[j]) // s[j] - (n_in - 1))
+        dims.append(_TDim(s[j], p[j], k, t, lo, hi, n_in, n_out))
+    return dims
+
 
 def _tconv_infer(shapes, a):
     (x, w), nd = shapes[:2], len(shapes[0]) - 2
     s, p, op = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0), _nt(a, "output_padding", nd, 0)
     if len(w) != nd + 2 or x[1] != w[0]:
         raise ValueError(f"input {x} and weight {w} (C, O, *K) do not fit")
-    return (x[0], w[1], *((x[2 + j] - 1) * s[j] - 2 * p[j] + w[2 + j] + op[j] for j in range(nd)))
+    if min(s) < 1 or min(p) < 0 or len(s) != nd or len(p) != nd or len(op) != nd:
+        raise ValueError(f"stride {s} must be >= 1 and padding {p} >= 0, one per spatial dim")
+    if any(not 0 <= o < st for o, st in zip(op, s)):
+        raise ValueError(f"output_padding {op} must be >= 0 and smaller than the stride {s}")
+    out = tuple((x[2 + j] - 1) * s[j] - 2 * p[j] + w[2 + j] + op[j] for j in range(nd))
+    if min(out) <= 0:
+        raise ValueError(f"padding {p} leaves no output (output size {out})")
+    return (x[0], w[1], *out)
+
+
+def _pad_stage(name: str, reader: Reader, shape: Shape, before: Shape, after: Shape) -> Reader:
+    """An auxiliary stage holding ``reader``'s tensor with zeros around it (the ``pad`` op's
+    definition), and a reader of it at padded positions: the guard runs once per element there,
+    not once per multiply-add in a reduction that reads it."""
+    fill = _pad_compute([reader], [shape], {"before": before, "after": after}, shape)
+    padded = te.compute(tuple(n + b + e for n, b, e in zip(shape, before, after)), lambda *i: fill(list(i)), name=name)
+    return lambda idx, win=None: padded[tuple(map(simplify, idx))]
 
 
 def _tconv_compute(readers, shapes, a, out):
+    """The transposed conv by stride phases, with no tap-validity test in its reduction.
+
+    Per spatial dim (stride s, padding p, kernel K), output position y has the phase
+    r = (y + p) mod s, and the only taps that reach it are k = r + s*t, t < T = ceil(K/s), each
+    reading input position (y + p)//s - t (an exact division by construction)::
+
+        Y[n, o, y] = sum over c, t of Xpad[n, c, (y + p)//s - t + lo] * Wpad[c, o, (y + p) mod s + s*t]
+
+    Xpad is the input with ``lo``/``hi`` zeros around it (where border outputs read past the
+    input) and Wpad the weight zero-padded along each kernel dim to T*s taps, so that every phase
+    has T of them. Each is an auxiliary stage of the kernel made only when needed (without it
+    the reduction reads the input or weight through its layout directly). The output stays one
+    compute over the logical (n, o, *y), so output layouts and propagation apply unchanged.
+    The reduction executes N*O*C*prod(out*T) multiply-adds: the FLOP count / 2 when every K is a
+    multiple of its s, more by exactly the zero-padded weight taps otherwise
+    (``tconv_executed_macs``); the old form visited all K taps under ``t % s == 0`` (s^d times
+    as many at stride s).
+    """
     X, W = readers
     xs, ws = shapes[:2]
-    nd = len(xs) - 2
-    s, p = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0)
+    dims = _tconv_dims(shapes, a, out)
+
+    if any(d.lo or d.hi for d in dims):  # zeros around the input, so no read is guarded
+        X = _pad_stage("tconv_input_pad", X, xs, (0, 0, *(d.lo for d in dims)), (0, 0, *(d.hi for d in dims)))
+    if any(d.t * d.s != d.k for d in dims):  # zero taps, so every phase has T of them
+        W = _pad_stage("tconv_weight_pad", W, ws, (0,) * len(ws), (0, 0, *(d.t * d.s - d.k for d in dims)))
 
     def body(idx):
         n, o, *y = idx
         rc = _raxis(ws[0], "rc")
-        rk = [_raxis(k, f"rk{j}") for j, k in enumerate(ws[2:])]
-        conds, pos = [], []
-        for j in range(nd):
-            t = y[j] + p[j] - rk[j]
-            conds += [t >= 0, t < xs[2 + j] * s[j]] + ([t % s[j] == 0] if s[j] > 1 else [])
-            pos.append(t // s[j] if s[j] > 1 else t)
-        v = tvm.tirx.if_then_else(all_of(conds), X([n, rc, *pos]), _f32(0.0))
-        return te.sum(v * W([rc, o, *rk]), axis=[rc, *rk])
+        rt = [_raxis(d.t, f"rt{j}") for j, d in enumerate(dims)]
+        pos = [(v + d.p) // d.s - t + d.lo for v, t, d in zip(y, rt, dims)]
+        tap = [(v + d.p) % d.s + d.s * t for v, t, d in zip(y, rt, dims)]
+        return te.sum(X([n, rc, *pos]) * W([rc, o, *tap]), axis=[rc, *rt])
 
     return body
 
 
+def _tconv_taps(d: _TDim) -> int:
+    """Kernel taps summed over a dim's output positions: for each phase r, the outputs of that
+    phase times the taps k < K with k = r (mod s) (taps reading input zeros at the border included,
+    as convolutions count their padded taps)."""
+    return sum(len(range((r - d.p) % d.s, d.n_out, d.s)) * len(range(r, d.k, d.s)) for r in range(d.s))
+
+
 def _tconv_flops(shapes, a, out):
     x, w = shapes[:2]
-    return 2 * math.prod(x) * w[1] * math.prod(w[2:])
+    return 2 * x[0] * w[0] * w[1] * math.prod(_tconv_taps(d) for d in _tconv_dims(shapes, a, out))
+
+
+def tconv_executed_macs(shapes: list[Shape], attrs: dict) -> int:
+    """Multiply-adds the phase form executes: N*O*C*prod(out*T); equal to the FLOP count / 2
+    when every kernel dim is a multiple of its stride, larger by the zero-padded taps otherwise."""
+    x, w = shapes[:2]
+    dims = _tconv_dims(shapes, attrs, _tconv_infer(shapes, attrs))
+    return x[0] * w[0] * w[1] * math.prod(d.n_out * d.t for d in dims)
 
 
 def _tconv_ref(vals, a):
     return _torch_conv("conv_transpose", vals, a, output_padding=_nt(a, "output_padding", vals[0].ndim - 2, 0))
 
 
-for _nd in (2, 3):
+for _nd in (1, 2, 3):
     _register(OpDef(f"conv_transpose{_nd}d", "complex", _tconv_infer, _tconv_compute, _tconv_flops,
                     _tconv_ref, labeler=lambda a, nd=_nd: f"T{nd}D"))
 

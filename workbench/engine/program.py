@@ -8,8 +8,6 @@ zero do not blow it up).
 
 from __future__ import annotations
 
-import functools
-
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -22,49 +20,33 @@ from .graph import Graph
 from .layout import LayoutBook
 from .lower import lower, stored_constants
 from .propagate import Plan, plan_layouts
+from .targets import DEFAULT_TARGET, target_from
+from .timing import Stats, measure_until_quiet
 
-__all__ = ["Program", "Built", "KernelTiming", "Verification", "Measurement", "measure", "make_program",
-           "DEFAULT_TARGET", "target_from", "resolve_target",
-           "host_cpu"]
-
-DEFAULT_TARGET: dict = {"kind": "llvm", "num-cores": 2}
-
-
-@functools.cache
-def host_cpu() -> str | None:
-    """LLVM's name for this machine's CPU (e.g. ``znver4``), None if LLVM cannot tell."""
-    try:
-        name = str(tvm.target.codegen.llvm_get_system_cpu())
-    except Exception:  # noqa: BLE001 - an LLVM-less build
-        return None
-    return name if name and name != "generic" else None
-
-
-def resolve_target(spec: Mapping) -> dict:
-    """The target as built: an ``llvm`` target without ``mcpu`` means *this machine's CPU*.
-
-    Why: TVM alone compiles such a target for generic x86-64 (SSE only), about 9x below this
-    machine's FMA peak, while a session file without ``mcpu`` should stay portable. Give
-    ``mcpu`` explicitly to build for another CPU."""
-    spec = dict(spec)
-    if spec.get("kind") == "llvm" and "mcpu" not in spec and (cpu := host_cpu()):
-        spec["mcpu"] = cpu
-    return spec
-
-
-def target_from(spec: Mapping) -> tvm.target.Target:
-    try:
-        return tvm.target.Target(resolve_target(spec))
-    except Exception as e:  # TVM raises several types for a bad target
-        raise BuildError(f"invalid target {dict(spec)}: {str(e).splitlines()[0]}") from None
-
+__all__ = ["Program", "Built", "KernelTiming", "Verification", "Measurement", "measure", "make_program"]
 
 @dataclass(frozen=True)
 class KernelTiming:
     name: str
-    latency_ms: float  # median
-    spread_ms: float  # max - min over repeats
+    stats: Stats
     flops: int
+
+    @property
+    def latency_ms(self) -> float:
+        """The median."""
+        return self.stats.median_ms
+
+    @property
+    def spread_ms(self) -> float:
+        """Max - min over the repeats."""
+        return self.stats.spread_ms
+
+    def row(self) -> dict:
+        """The figures every report shows for a kernel."""
+        s = self.stats
+        return {"name": self.name, "latency_ms": s.median_ms, "min_ms": s.min_ms, "spread_ms": s.spread_ms,
+                "repeats": s.repeats, "rounds": s.rounds, "noisy": s.noisy, "gflops": self.gflops,
+                "flops": self.flops}
 
     @property
     def gflops(self) -> float:
@@ -132,13 +114,18 @@ class Built:
 
     def run(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run every kernel in order; return the graph outputs in their original layout."""
+        bufs = self.run_buffers(values)
+        return {t: bufs[b] for t, b in self.program.plan.outputs.items()}
+
+    def run_buffers(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run every kernel in order; return every buffer as stored (its layout, padding included)."""
         bufs = self._buffers(values)
         for k in self.program.plan.kernels:
             try:
                 self.rt[k.name](*(bufs[b] for b in k.inputs + k.outputs))
             except Exception as e:
                 raise BuildError(f"kernel {k.name} failed to run: {_first(e)}") from None
-        return {t: bufs[b].numpy() for t, b in self.program.plan.outputs.items()}
+        return {name: b.numpy() for name, b in bufs.items()}
 
     def _buffers(self, values: Mapping[str, np.ndarray]) -> dict[str, tvm.runtime.Tensor]:
         plan, dev = self.program.plan, tvm.cpu()
@@ -166,7 +153,8 @@ class Built:
 
     def time(self, values: Mapping[str, np.ndarray] | None = None, repeat: int = 5, min_ms: float = 20.0,
              progress: Callable[[str], None] | None = None) -> list[KernelTiming]:
-        """Per-kernel median latency (after a warm-up) and spread over ``repeat`` runs."""
+        """Per-kernel latency statistics (after a warm-up) over ``repeat`` runs of about ``min_ms``
+        each; a noisy kernel is measured again (``timing.measure_until_quiet``)."""
         bufs = self._buffers(dict(values or self.program.graph.random_inputs()))
         out = []
         for k in self.program.plan.kernels:
@@ -179,9 +167,8 @@ class Built:
             one = max(time.perf_counter() - t0, 1e-6)
             number = max(1, int(min_ms / 1e3 / one))
             ev = self.rt.time_evaluator(k.name, tvm.cpu(), number=number, repeat=repeat)
-            res = [float(x) * 1e3 for x in ev(*args).results]
-            out.append(KernelTiming(k.name, float(np.median(res)), max(res) - min(res),
-                                    self.program.flops.get(k.name, 0)))
+            stats = measure_until_quiet(lambda: [float(x) * 1e3 for x in ev(*args).results])
+            out.append(KernelTiming(k.name, stats, self.program.flops.get(k.name, 0)))
         return out
 
 
@@ -191,19 +178,29 @@ class Measurement:
 
     verification: Verification
     timings: list[KernelTiming]
+    built: Built | None = field(default=None, compare=False, repr=False)  # for export_library
 
     @property
     def total_ms(self) -> float:
         return sum(t.latency_ms for t in self.timings)
 
+    @property
+    def total(self) -> Stats:
+        """The program's latency: kernel medians, minima and maxima added up."""
+        ts = [t.stats for t in self.timings]
+        return Stats(sum(s.median_ms for s in ts), sum(s.min_ms for s in ts), sum(s.max_ms for s in ts),
+                     min((s.repeats for s in ts), default=0), max((s.rounds for s in ts), default=1))
 
-def measure(program: Program, target: Mapping = DEFAULT_TARGET, seed: int = 0, repeat: int = 5) -> Measurement:
-    """Build, verify on random inputs (seeded) and time every kernel.
+
+def measure(program: Program, target: Mapping = DEFAULT_TARGET, seed: int = 0, repeat: int = 5,
+            progress: Callable[[str], None] | None = None) -> Measurement:
+    """Build, verify on random inputs (seeded) and time every kernel: the one place that does
+    all three (the app, replay and the CLI call it).
 
     Raises ``BuildError`` naming the kernel that fails to build or run, with TVM's message."""
     built = program.build(target)
     values = program.graph.random_inputs(seed)
-    return Measurement(built.verify(values), built.time(values, repeat=repeat))
+    return Measurement(built.verify(values), built.time(values, repeat=repeat, progress=progress), built)
 
 
 def make_program(graph: Graph, book: LayoutBook | None = None) -> Program:

@@ -9,8 +9,8 @@ reference on random inputs, times each kernel and writes:
   then its output buffers, in their stored layouts);
 - ``program.py``: the scheduled TVMScript of the whole module;
 - ``report.json``: ``ok``, ``max_abs_error``, ``max_rel_error``, ``total_ms`` and per kernel
-  ``name``, ``latency_ms`` (median), ``spread_ms`` (max - min over repeats), ``gflops``,
-  ``flops``; also the session name, target and TVM version.
+  ``name``, ``latency_ms`` (median), ``min_ms``, ``spread_ms`` (max - min over repeats),
+  ``repeats``, ``rounds`` and ``noisy`` (see ``timing``), ``gflops``, ``flops``; also the session name, target and TVM version.
 
 Nothing is written when the session does not replay or a kernel does not build.
 """
@@ -25,6 +25,7 @@ from typing import Callable
 import tvm
 
 from .errors import BuildError
+from .program import measure
 from .session import Session, replay
 
 __all__ = ["ReplayReport", "replay_to"]
@@ -71,12 +72,9 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
     say("replaying actions")
     state = replay(session)
     prog = state.scheduled_program()
-    say("building")
-    built = prog.build(session.target)
-    say("verifying against the reference")
-    values = prog.graph.random_inputs(seed)
-    ver = built.verify(values)
-    timings = built.time(values, progress=lambda k: say(f"timing {k}"))
+    say("building, verifying against the reference")
+    m = measure(prog, session.target, seed=seed, progress=lambda k: say(f"timing {k}"))
+    built, ver, timings = m.built, m.verification, m.timings
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     say("writing kernels.so, program.py, report.json")
@@ -88,16 +86,8 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
     report = ReplayReport(
         ok=ver.ok, max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
         total_ms=sum(t.latency_ms for t in timings),
-        kernels=[{"name": t.name, "latency_ms": t.latency_ms, "spread_ms": t.spread_ms, "gflops": t.gflops,
-                  "flops": t.flops, "schedule": _schedule_kind(state, t.name)} for t in timings],
+        kernels=[{**t.row(), "schedule": state.schedule(t.name).kind} for t in timings],
         session=session.name, target=dict(session.target),
         outputs={t: {"max_abs_error": a, "max_rel_error": r} for t, (a, r) in ver.per_output.items()})
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     return report
-
-
-def _schedule_kind(state, kernel: str) -> str:
-    """``tuned`` (a tuned trace), ``loop steps`` (hand steps) or ``default`` (unscheduled)."""
-    if kernel in state.traces:
-        return "tuned"
-    return "loop steps" if state.steps.get(kernel) else "default"

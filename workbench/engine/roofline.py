@@ -14,6 +14,14 @@ ridge point is bounded by bandwidth, right of it by the FMA peak.
 
 A kernel whose buffers fit a cache can beat the (DRAM) memory roof: over 100% of it is
 possible for small kernels, such as a padding copy.
+
+The libraries' GEMM measured with the ceilings is a reference point (``reference_points``): a
+tuned kernel can be held against what NumPy and PyTorch reach on the same machine.
+
+>>> from workbench.engine.ceilings import Yardstick
+>>> ref = reference_points(Ceilings("cpu", {}, 100.0, 10.0, 12.0, {}, 64, library=(Yardstick("PyTorch", 1200, 90.0, 2),)))
+>>> ref[0].kernel, ref[0].variant, ref[0].intensity, round(ref[0].gflops, 6)
+('PyTorch GEMM 1200', 'library', 200.0, 90.0)
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import tvm
 
 from .ceilings import Ceilings
 
-__all__ = ["RooflinePoint", "compulsory_bytes", "kernel_point", "program_points"]
+__all__ = ["RooflinePoint", "compulsory_bytes", "kernel_point", "program_points", "reference_points"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +97,8 @@ def program_points(program: Any, latencies: Mapping[str, float] | None = None, v
     lat = dict(latencies or {})
     return [kernel_point(k.name, program.funcs[k.name], program.flops.get(k.name, 0), lat.get(k.name), variant)
             for k in program.plan.kernels]
+
+
+def reference_points(c: Ceilings) -> list[RooflinePoint]:
+    """The library GEMMs measured with the ceilings, as points (variant ``library``)."""
+    return [RooflinePoint(y.label, "library", y.flops, y.bytes, y.flops / (y.gflops * 1e6)) for y in c.library]

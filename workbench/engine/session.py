@@ -1,16 +1,16 @@
 """Sessions: the user's whole piece of work on one model and one target, as an ordered,
-replayable log of actions. It is the single source of truth: everything else (layouts,
-kernels, schedules) is derived by replaying it. The file format is documented in
-``docs/session-format.md``.
+replayable log of steps (``workbench.engine.step.Step``). It is the single source of truth:
+everything else (layouts, kernels, schedules) is derived by replaying it into a ``State``. The
+file format is documented in ``docs/session-format.md``.
 
-Actions:
-- ``{"kind": "layout", "tensor": KEY, "primitive": NAME, "args": {...}}`` (or ``"preset"``
-  instead of ``"primitive"``, with ``"params"``): a layout primitive on a tensor or input view;
-- ``{"kind": "loop", "op": KERNEL, "primitive": NAME, "args": {...}}``: a loop primitive on a
-  kernel (named after the op that heads it);
-- ``{"kind": "tuned", "op": KERNEL, "layouts": [layout actions], "trace": TRACE_JSON,
-  "latency_ms": float}``: an applied tuning result; its layouts replace those of the same
-  tensors and its trace replaces the kernel's loop steps, so replay needs no tuning.
+Steps:
+- ``layout`` / ``preset``: a layout primitive (or a preset of them) on a tensor or input view;
+- ``loop``: a loop primitive on a kernel (named after the op that heads it);
+- ``tuned``: an applied tuning result; its layouts replace those of the same tensors and its
+  trace replaces the kernel's loop steps, so replay needs no tuning.
+
+A ``State`` is a value: ``state.push(step)`` returns a new state (one step applied, nothing
+replayed), and ``replay(session)`` applies every step once.
 """
 
 from __future__ import annotations
@@ -29,54 +29,44 @@ from . import zoo
 from .errors import SessionError, WorkbenchError
 from .graph import Graph
 from .layout import LayoutBook
-from .layouts import apply_layout, key_base, preset_actions
-from .program import DEFAULT_TARGET, Program, make_program
+from .layouts import apply_layout, key_base
+from .presets import preset_actions
+from .program import Program, make_program
+from .targets import DEFAULT_TARGET
+from .step import Step
 
-__all__ = ["FORMAT", "VERSION", "Session", "State", "replay", "load", "save", "loads", "dumps", "new_session",
-           "safe_path"]
+__all__ = ["FORMAT", "VERSION", "Session", "State", "KernelSchedule", "replay", "load", "load_state", "save", "loads",
+           "loads_state", "dumps", "parse", "new_session", "safe_path", "list_sessions",
+           "write_atomic"]
 
 FORMAT = "alt-workbench-session"
 VERSION = 1
+MAX_SESSION_MB = 5  # a larger file is refused; .streamlit/config.toml's maxUploadSize matches (MiB, as Streamlit)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
-_FIELDS = {
-    "layout": ({"kind", "tensor", "args"}, {"primitive", "preset", "params"}),
-    "loop": ({"kind", "op", "primitive", "args"}, set()),
-    "tuned": ({"kind", "op", "trace"}, {"layouts", "latency_ms", "stage", "measurements"}),
-}
 
 
 @dataclass(frozen=True)
 class Session:
+    """The model, the target and the steps (with the steps undone, for redo)."""
+
     name: str
     target: dict = field(default_factory=lambda: dict(DEFAULT_TARGET))
     model: dict = field(default_factory=lambda: {"zoo": zoo.DEFAULT_MODEL})
-    actions: tuple[dict, ...] = ()
-    redo_stack: tuple[dict, ...] = ()
+    steps: tuple[Step, ...] = ()
+    redo_stack: tuple[Step, ...] = ()
 
     def to_json(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "name": self.name, "target": self.target,
-                "model": self.model, "actions": [dict(a) for a in self.actions]}
+                "model": self.model, "actions": [s.to_json() for s in self.steps]}
 
     def key(self) -> str:
         """A content hash: caches keyed on it rebuild only what changed."""
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
 
-    def push(self, action: Mapping) -> "Session":
-        """Append an action after checking it replays; refused actions change nothing."""
-        action = _check_action(dict(action), len(self.actions))
-        new = replace(self, actions=self.actions + (action,), redo_stack=())
-        replay(new)
-        return new
-
-    def undo(self) -> "Session":
-        if not self.actions:
+    def undo(self) -> Session:
+        if not self.steps:
             raise SessionError("nothing to undo")
-        return replace(self, actions=self.actions[:-1], redo_stack=(self.actions[-1],) + self.redo_stack)
-
-    def redo(self) -> "Session":
-        if not self.redo_stack:
-            raise SessionError("nothing to redo")
-        return replace(self, actions=self.actions + self.redo_stack[:1], redo_stack=self.redo_stack[1:])
+        return replace(self, steps=self.steps[:-1], redo_stack=(self.steps[-1],) + self.redo_stack)
 
 
 def new_session(model: str = zoo.DEFAULT_MODEL, name: str | None = None, target: dict | None = None,
@@ -85,19 +75,34 @@ def new_session(model: str = zoo.DEFAULT_MODEL, name: str | None = None, target:
     return Session(name or model, dict(target or DEFAULT_TARGET), {"zoo": model, **options})
 
 
-@dataclass
+@dataclass(frozen=True)
+class KernelSchedule:
+    """Which schedule a kernel gets: ``tuned`` (a trace), ``loop steps`` or ``default`` (none)."""
+
+    kind: str
+    steps: tuple[Step, ...] = ()
+    trace: Any = None
+
+
+_DEFAULT = KernelSchedule("default")
+
+
+@dataclass(frozen=True)
 class State:
-    """What a session's actions amount to: layouts, per-kernel loop steps or tuned traces."""
+    """What a session's steps amount to: the layouts, and each kernel's schedule.
+
+    Immutable: ``push`` returns a new state. The program and scheduled kernels are computed on
+    first use and shared with the states derived from this one while they stay valid."""
 
     session: Session
     graph: Graph
     book: LayoutBook = field(default_factory=LayoutBook)
-    steps: dict[str, list] = field(default_factory=dict)  # kernel -> [LoopStep]
-    traces: dict[str, Any] = field(default_factory=dict)  # kernel -> tuned trace JSON
-    _funcs: dict[str, Any] = field(default_factory=dict, repr=False)  # kernel -> scheduled PrimFunc
+    schedules: Mapping[str, KernelSchedule] = field(default_factory=dict)
+    _funcs: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> PrimFunc
 
     @staticmethod
-    def of(session: Session) -> "State":
+    def of(session: Session) -> State:
+        """The state before any step of ``session``."""
         model = dict(session.model)
         name = model.pop("zoo", None)
         if not isinstance(name, str):
@@ -106,37 +111,73 @@ class State:
             graph = zoo.load(name, **model)
         except WorkbenchError as e:
             raise SessionError(f'field "model": {e}') from None
-        return State(session, graph)
+        return State(replace(session, steps=(), redo_stack=()), graph)
 
-    def apply(self, action: dict, index: int) -> "State":
-        """Apply one action in place; errors name the action index and field."""
-        where = f"action {index} ({action.get('kind')}"
+    ########## Steps ##########
+
+    def push(self, step: Step) -> State:
+        """This state with one more step (the redo stack cleared); refused steps raise
+        ``SessionError`` naming the step's index and target, and change nothing."""
+        if not isinstance(step, Step):
+            raise SessionError(f"expected a Step, got {type(step).__name__}")
+        index = len(self.session.steps)
         try:
-            if action["kind"] == "layout":
-                self.book = _layout(self.graph, self.book, action)
-                self.__dict__.pop("program", None)
-                self._funcs.clear()
-            elif action["kind"] == "loop":
-                from .loops import LoopStep
-
-                k = self._kernel(action["op"])
-                self.steps[k] = self.steps.get(k, []) + [LoopStep.make(action["primitive"], **action["args"])]
-                self.traces.pop(k, None)
-                self._funcs.pop(k, None)
-                self.scheduled(k)
-            else:
-                for lay in action.get("layouts", []):
-                    self.book = _layout(self.graph, self.book, lay, fresh=True)
-                self.__dict__.pop("program", None)
-                self._funcs.clear()
-                k = self._kernel(action["op"])
-                self.traces[k], self.steps[k] = action["trace"], []
-                self._funcs.pop(k, None)
-                self.scheduled(k)
+            new = self._apply(step)
         except WorkbenchError as e:
-            field_ = "tensor" if action["kind"] == "layout" else "op"
-            raise SessionError(f"{where} on {action.get(field_)!r}): {e}") from None
-        return self
+            kind = "layout" if step.kind == "preset" else step.kind
+            raise SessionError(f"action {index} ({kind} on {step.target!r}): {e}") from None
+        return new._replace(session=replace(self.session, steps=self.session.steps + (step,), redo_stack=()))
+
+    def redo(self) -> State:
+        stack = self.session.redo_stack
+        if not stack:
+            raise SessionError("nothing to redo")
+        new = self.push(stack[0])
+        return new._replace(session=replace(new.session, redo_stack=stack[1:]))
+
+    def renamed(self, name: str) -> State:
+        """The same state under another session name (as saved under that name)."""
+        return self._replace(session=replace(self.session, name=name))
+
+    def home_kernel(self, op: str | None = None) -> str:
+        """The kernel a page shows first: the one holding ``op``, else the first complex op's."""
+        kernels = self.program.plan.kernels
+        return next((k.name for k in kernels if op in k.ops), None) or next(
+            (k.name for k in kernels if k.ops and self.graph.node(k.head).kind == "complex"), kernels[0].name)
+
+    def undo(self) -> State:
+        """The state without the last step (one replay)."""
+        return replay(self.session.undo())
+
+    def _apply(self, step: Step) -> State:
+        if step.kind in ("layout", "preset"):
+            return self._with_book(_layout(self.graph, self.book, step))
+        kernel = self._kernel(step.target)
+        if step.kind == "loop":
+            old = self.schedule(kernel)
+            sched = KernelSchedule("loop steps", (old.steps if old.kind == "loop steps" else ()) + (step,))
+            new = self._with_schedule(kernel, sched)
+        else:  # tuned: its layouts first (replacing those of the same keys), then its trace
+            state = self
+            for lay in step.get("layouts", []):
+                state = state._with_book(_layout(self.graph, state.book, Step.from_json(lay), fresh=True))
+            new = state._with_schedule(state._kernel(step.target), KernelSchedule("tuned", trace=step.get("trace")))
+        new.scheduled(kernel)  # a schedule TVM refuses is refused now, not at build time
+        return new
+
+    def _replace(self, **changes: Any) -> State:
+        new = replace(self, **changes)
+        if "book" not in changes and "program" in self.__dict__:  # same layouts, same unscheduled program
+            new.__dict__["program"] = self.__dict__["program"]
+        return new
+
+    def _with_book(self, book: LayoutBook) -> State:
+        # new layouts give new kernels: every schedule and memo is dropped
+        return self._replace(book=book, schedules={}, _funcs={})
+
+    def _with_schedule(self, kernel: str, sched: KernelSchedule) -> State:
+        return self._replace(schedules={**self.schedules, kernel: sched},
+                             _funcs={k: f for k, f in self._funcs.items() if k != kernel})
 
     def _kernel(self, op: str) -> str:
         names = [k.name for k in self.program.plan.kernels]
@@ -144,82 +185,68 @@ class State:
             raise SessionError(f"no kernel {op!r} under the current layouts; kernels: {', '.join(names)}")
         return op
 
+    ########## Derived values ##########
+
     @cached_property
     def program(self) -> Program:
         """The unscheduled program under the current layouts."""
         return make_program(self.graph, self.book)
 
-    def scheduled(self, kernel: str):
-        """The kernel's PrimFunc after its loop steps or tuned trace (kept until an action changes
-        the kernel: pages and replay ask for it many times)."""
-        from .loops import apply_steps, apply_trace_json
+    def schedule(self, kernel: str) -> KernelSchedule:
+        """The one place that decides which schedule a kernel gets."""
+        return self.schedules.get(kernel, _DEFAULT)
 
+    def scheduled_schedule(self, kernel: str):
+        """The kernel's ``tvm.s_tir.Schedule`` after its schedule (a new one each call)."""
+        from .loops import apply_steps, apply_trace_json, empty_schedule
+
+        func, sched = self.program.funcs[kernel], self.schedule(kernel)
+        if sched.kind == "tuned":
+            return apply_trace_json(func, sched.trace)
+        if sched.kind == "loop steps":
+            return apply_steps(func, sched.steps)
+        return empty_schedule(func)
+
+    def scheduled(self, kernel: str):
+        """The kernel's PrimFunc after its schedule (memoized: pages and replay ask often)."""
         if kernel not in self._funcs:
-            func = self.program.funcs[kernel]
-            if kernel in self.traces:
-                func = apply_trace_json(func, self.traces[kernel]).mod["main"]
-            elif self.steps.get(kernel):
-                func = apply_steps(func, self.steps[kernel]).mod["main"]
-            self._funcs[kernel] = func
+            sched = self.schedule(kernel)
+            self._funcs[kernel] = (self.program.funcs[kernel] if sched.kind == "default"
+                                   else self.scheduled_schedule(kernel).mod["main"])
         return self._funcs[kernel]
 
     def scheduled_program(self) -> Program:
-        return self.program.with_funcs({k: self.scheduled(k) for k in set(self.steps) | set(self.traces)
-                                        if k in self.program.funcs})
+        return self.program.with_funcs({k: self.scheduled(k) for k in self.schedules if k in self.program.funcs})
 
 
-def _layout(graph: Graph, book: LayoutBook, action: dict, fresh: bool = False) -> LayoutBook:
-    key = action["tensor"]
-    if "preset" in action:
-        acts = preset_actions(graph, action["preset"], key, **action.get("params", {}))
+def _layout(graph: Graph, book: LayoutBook, step: Step, fresh: bool = False) -> LayoutBook:
+    if step.kind == "preset":
+        steps = preset_actions(graph, step.primitive, step.target, **step.kwargs)
     else:
-        acts = [(key, action["primitive"], action["args"])]
+        steps = [step]
     if fresh:  # a tuned result replaces the layouts of the keys it sets
-        for k in dict.fromkeys(k for k, _, _ in acts):
+        for k in dict.fromkeys(s.target for s in steps):
             book = book.with_layout(k, key_base(graph, k))
-    for k, prim, args in acts:
-        book = apply_layout(graph, book, k, prim, args)
+    for s in steps:
+        book = apply_layout(graph, book, s.target, s.primitive, s.kwargs)
     return book
 
 
 def replay(session: Session) -> State:
-    """Rebuild the state from scratch (raises SessionError naming the first bad action)."""
+    """Rebuild the state from scratch, each step applied once (raises SessionError naming the
+    first bad step)."""
     state = State.of(session)
-    for i, a in enumerate(session.actions):
-        state.apply(a, i)
-    return state
+    for step in session.steps:
+        state = state.push(step)
+    return state._replace(session=session)
 
 
 ########## File format ##########
 
-def _check_action(a: Any, index: int) -> dict:
-    if not isinstance(a, dict):
-        raise SessionError(f"action {index}: must be an object, got {type(a).__name__}")
-    kind = a.get("kind")
-    if kind not in _FIELDS:
-        raise SessionError(f'action {index}: field "kind" must be one of {sorted(_FIELDS)}, got {kind!r}')
-    need, optional = _FIELDS[kind]
-    if kind == "layout" and "preset" in a:
-        need = need - {"args"} | {"preset"}
-    elif kind == "layout":
-        need = need | {"primitive"}
-    missing = sorted(need - set(a))
-    if missing:
-        raise SessionError(f'action {index} ({kind}): missing field "{missing[0]}"')
-    extra = sorted(set(a) - need - optional)
-    if extra:
-        raise SessionError(f'action {index} ({kind}): unknown field "{extra[0]}"')
-    for f in ("tensor", "op", "primitive", "preset"):
-        if f in a and not isinstance(a[f], str):
-            raise SessionError(f'action {index} ({kind}): field "{f}" must be a string')
-    for f in ("args", "params"):
-        if f in a and not isinstance(a[f], dict):
-            raise SessionError(f'action {index} ({kind}): field "{f}" must be an object')
-    return a
-
-
-def loads(text: str) -> Session:
-    """Parse and validate a session file (structure, then a full replay)."""
+def parse(text: str) -> Session:
+    """Parse a session file and check its structure (no replay: see ``loads_state``)."""
+    if (size := len(text.encode())) > MAX_SESSION_MB << 20:
+        raise SessionError(f"a session file may be at most {MAX_SESSION_MB} MB; this one is {size / 2**20:.1f} MB")
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:
@@ -237,22 +264,42 @@ def loads(text: str) -> Session:
         raise SessionError(f'field "name": {d["name"]!r} is not a valid session name (letters, digits, _ . -)')
     if "kind" not in d["target"]:
         raise SessionError('field "target": needs a "kind" (e.g. {"kind": "llvm", "num-cores": 2})')
-    actions = tuple(_check_action(a, i) for i, a in enumerate(d["actions"]))
-    session = Session(d["name"], d["target"], d["model"], actions)
-    replay(session)
-    return session
+    steps = tuple(Step.from_json(a, i) for i, a in enumerate(d["actions"]))
+    return Session(d["name"], d["target"], d["model"], steps)
+
+
+def loads_state(text: str) -> State:
+    """Parse and validate a session file (structure, then one replay): the replayed state."""
+    return replay(parse(text))
+
+
+def loads(text: str) -> Session:
+    """Parse and validate a session file (structure, then a full replay)."""
+    return loads_state(text).session
 
 
 def dumps(session: Session) -> str:
     return json.dumps(session.to_json(), indent=1) + "\n"
 
 
-def load(path: str | os.PathLike) -> Session:
+def _read(path: str | os.PathLike) -> str:
     try:
-        text = Path(path).read_text()
+        return Path(path).read_text()
     except OSError as e:
         raise SessionError(f"cannot read session {path}: {e.strerror}") from None
-    return loads(text)
+
+
+def load(path: str | os.PathLike) -> Session:
+    return loads(_read(path))
+
+
+def load_state(path: str | os.PathLike) -> State:
+    return loads_state(_read(path))
+
+
+def list_sessions(folder: str | os.PathLike) -> list[str]:
+    """The names of the session files in ``folder`` (sorted)."""
+    return sorted(p.stem for p in Path(folder).glob("*.json") if _NAME.match(p.stem))
 
 
 def safe_path(folder: str | os.PathLike, name: str) -> Path:
@@ -262,14 +309,15 @@ def safe_path(folder: str | os.PathLike, name: str) -> Path:
     return Path(folder) / f"{name}.json"
 
 
-def save(session: Session, path: str | os.PathLike) -> Path:
-    """Write atomically: a temporary file in the same folder, then a rename."""
+def write_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write atomically: a temporary file in the same folder, fsync, then a rename (a failure
+    leaves the old file as it was)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(dumps(session))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -277,3 +325,8 @@ def save(session: Session, path: str | os.PathLike) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def save(session: Session, path: str | os.PathLike) -> Path:
+    """Write the session file atomically (``write_atomic``)."""
+    return write_atomic(path, dumps(session))

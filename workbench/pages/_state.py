@@ -1,8 +1,14 @@
 """Everything the pages keep between reruns, in ``st.session_state`` (one browser tab each).
 
-The session (an action log) is the single source of truth; the replayed ``State`` is cached
-per session content, so a rerun that changed nothing rebuilds nothing. Measurements of
-variants are kept apart from the session: undoing an action does not forget what was measured.
+The session (a log of steps) is the single source of truth; the tab keeps its replayed
+``State``, and a hand action applies one step to it (``State.push``): nothing is replayed, and
+a rerun that changed nothing rebuilds nothing. Measurements of variants are kept apart from the
+session: undoing an action does not forget what was measured.
+
+Each tab is a workspace with an id in the URL (``?ws=...``): every change is autosaved
+atomically (``engine.workspace``), and a reload of the page restores the session with its
+measured variants. Results (measurements, exports, replays, tuning runs) remember the session
+revision (``Session.key()``) they came from, so a page never shows one as the current one's.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Collection
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -17,74 +24,103 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine import zoo
-from workbench.engine.ceilings import cpu_name
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.program import measure
-from workbench.engine.roofline import program_points
+from workbench.engine.roofline import RooflinePoint, program_points
 from workbench.engine.session import Session, State, new_session, replay
+from workbench.engine.timing import Stats, compare
+from workbench.engine.workspace import load_workspace, new_workspace_id, save_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS_DIR = Path(os.environ.get("ALT_WORKBENCH_SESSIONS", ROOT / "sessions"))
 WORK_DIR = Path(os.environ.get("ALT_WORKBENCH_WORK", ROOT / "work"))
 
 
+def _autosave_dir() -> Path:
+    return WORK_DIR / "autosave"
+
+
 def init() -> None:
-    """Create the tab's state once: a fresh session on the default model."""
+    """Create the tab's state once: the workspace of the URL's ``ws`` id when one was saved (a
+    reload), else a fresh session on the default model."""
     ss = st.session_state
-    if "session" not in ss:
-        ss.session = new_session(zoo.DEFAULT_MODEL)
-        ss.changed = set()       # tensors that took a layout in the last action (graph highlight)
-        ss.selected = None       # the op clicked in the graph
-        ss.variants = []         # measured variants: one dict each (the comparison table)
-        ss.timings = {}          # variant label -> {kernel: latency_ms}
-        ss.points = []           # roofline points of the measured variants
-        ss.last_action_ms = None
+    if "state" in ss:
+        return
+    wid = st.query_params.get("ws")
+    restored = load_workspace(_autosave_dir(), wid) if isinstance(wid, str) and wid else None
+    if restored is None:
+        wid = new_workspace_id()
+        st.query_params["ws"] = wid
+    data = restored.data if restored else {}
+    ss.wid = wid
+    ss.state = restored.state if restored else replay(new_session(zoo.DEFAULT_MODEL))
+    ss.changed = set()       # tensors that took a layout in the last action (graph highlight)
+    ss.selected = None       # the op clicked in the graph
+    ss.variants = list(data.get("variants", []))   # measured variants: one dict each (the comparison table)
+    ss.timings = dict(data.get("timings", {}))     # variant label -> {kernel: latency_ms}
+    ss.points = [RooflinePoint(**p) for p in data.get("points", [])]  # roofline points of the variants
+    ss.saved_key = data.get("saved_key")           # the session revision last saved or opened from a file
+    ss.last_action_ms = None
+    if restored:
+        s = ss.state.session
+        ss.note = (f"restored this tab's work: session {s.name} ({len(s.steps)} actions) and "
+                   f"{len(ss.variants)} measured variants")
+
+
+def autosave() -> None:
+    """Write the tab's workspace (session, redo stack, measurements) atomically."""
+    ss = st.session_state
+    save_workspace(_autosave_dir(), ss.wid, ss.state.session,
+                   {"variants": ss.variants, "timings": ss.timings, "points": [asdict(p) for p in ss.points],
+                    "saved_key": ss.saved_key})
+
+
+def mark_saved() -> None:
+    """The current session revision is on disk (saved, or opened from a file)."""
+    st.session_state.saved_key = session().key()
+    autosave()
+
+
+def unsaved() -> int:
+    """How many actions would be lost by replacing the session (0 when it is saved)."""
+    s = session()
+    return 0 if s.key() == st.session_state.saved_key else len(s.steps)
 
 
 def session() -> Session:
     init()
-    return st.session_state.session
-
-
-@st.cache_resource(max_entries=24, show_spinner=False)
-def _replayed(key: str, _session: Session) -> State:
-    return replay(_session)
+    return st.session_state.state.session
 
 
 def state() -> State:
-    """The replayed session (cached by content)."""
-    s = session()
-    return _replayed(s.key(), s)
+    """The tab's replayed session."""
+    init()
+    return st.session_state.state
 
 
-def _origins(s: Session) -> dict[str, str]:
-    return {t: o.layout for t, o in _replayed(s.key(), s).program.plan.origins.items()}
+def _origins(s: State) -> dict[str, str]:
+    return {t: o.layout for t, o in s.program.plan.origins.items()}
 
 
-def set_session(new: Session, note: str = "") -> None:
-    """Make ``new`` current and remember which tensors' layouts it changed."""
-    old = session()
+def act(change: Callable[[State], State], note: str = "") -> bool:
+    """Apply a change (``push``, ``undo``, ``redo``, ...) to the tab's state; a refused change
+    leaves it as it was and the page shows the engine's message at its top. Meant for a
+    button's ``on_click``: the callback runs before the script, so one run draws the result."""
+    old = state()
     t0 = time.perf_counter()
-    before, after = _origins(old), _origins(new)
-    st.session_state.changed = {t for t, lay in after.items() if before.get(t) != lay}
-    st.session_state.session = new
-    st.session_state.last_action_ms = (time.perf_counter() - t0) * 1000
-    if note:
-        st.session_state.note = note
-
-
-def act(change: Callable[[Session], Session], note: str = "") -> bool:
-    """Apply a change (push, undo, redo, ...); a refused change leaves the session as it was and
-    the page shows the engine's message at its top. Meant for a button's ``on_click``: the
-    callback runs before the script, so one run draws the result."""
     try:
-        new = change(session())
-        _replayed(new.key(), new)
+        new = change(old)
+        before, after = _origins(old), _origins(new)
     except WorkbenchError as e:
         st.session_state.error = str(e)
         return False
     st.session_state.pop("error", None)
-    set_session(new, note)
+    st.session_state.changed = {t for t, lay in after.items() if before.get(t) != lay}
+    st.session_state.state = new
+    st.session_state.last_action_ms = (time.perf_counter() - t0) * 1000
+    if note:
+        st.session_state.note = note
+    autosave()
     return True
 
 
@@ -96,12 +132,32 @@ def show_messages() -> None:
         st.success(note, icon=":material/check:")
 
 
-def open_session(new: Session) -> None:
-    """Replace the session (a model change, or a file opened); measurements are kept."""
-    st.session_state.session = new
+def open_session(new: State, note: str = "") -> None:
+    """Replace the tab's state (a model change, a file opened, a tuning result applied); the
+    model shown follows the new session, and the note says when it changed. Measurements are
+    kept."""
+    init()
+    old = session().model.get("zoo")
+    st.session_state.state = new
     st.session_state.changed = set()
     st.session_state.selected = None
     st.session_state.pop("error", None)
+    model = new.session.model.get("zoo")
+    if model != old:
+        note = (note + "; " if note else "") + f"the model is now {model} (was {old})"
+    if note:
+        st.session_state.note = note
+    autosave()
+
+
+def switch_model(model: str) -> None:
+    """A fresh session on another zoo model (the page asked first when work was unsaved)."""
+    open_session(replay(new_session(model)))
+
+
+def current_revision(result: dict | None) -> bool:
+    """Whether a kept result (a dict with a ``session`` key) came from the current session."""
+    return bool(result) and result.get("session") == session().key()
 
 
 def select(op: str | None) -> None:
@@ -119,10 +175,8 @@ def changed() -> Collection[str]:
 
 
 def _label(s: Session) -> str:
-    last = s.actions[-1] if s.actions else None
-    what = (f"{last.get('preset') or last.get('primitive') or 'tuned'} on {last.get('tensor') or last.get('op')}"
-            if last else "default")
-    return f"v{len(variants()) + 1}: {what}"
+    last = s.steps[-1] if s.steps else None
+    return f"v{len(variants()) + 1}: " + (f"{last.primitive} on {last.target}" if last else "default")
 
 
 def measure_current(st_state: State) -> None:
@@ -136,24 +190,33 @@ def measure_current(st_state: State) -> None:
             st.session_state.error = str(e)
             return
         label = _label(st_state.session)
-        v = m.verification
+        v, total, previous = m.verification, m.total, (variants() or [None])[-1]
+        vs = compare(total, Stats(previous["total_ms"], previous["total_min_ms"], previous["total_max_ms"],
+                                  previous["repeats"])) if previous and "total_min_ms" in previous else ""
         st.session_state.variants.append({
-            "variant": label, "session": st_state.session.key(), "actions": len(st_state.session.actions),
-            "total_ms": m.total_ms, **{f"{t.name} ms": t.latency_ms for t in m.timings},
+            "variant": label, "session": st_state.session.key(), "actions": len(st_state.session.steps),
+            "total_ms": total.median_ms, "total_min_ms": total.min_ms, "total_max_ms": total.max_ms,
+            "repeats": total.repeats, "noisy": any(t.stats.noisy for t in m.timings), "vs previous": vs,
+            **{f"{t.name} ms": t.latency_ms for t in m.timings},
             "max_abs_error": v.max_abs_error, "max_rel_error": v.max_rel_error, "matches_reference": v.ok})
         st.session_state.timings[label] = {t.name: t.latency_ms for t in m.timings}
         st.session_state.points += program_points(prog, st.session_state.timings[label], label)
         st.session_state.last_measure = {
-            "label": label, "ok": v.ok, "total_ms": m.total_ms, "err": v.max_abs_error,
-            "kernels": [{"kernel": t.name, "latency ms": t.latency_ms, "spread ms": t.spread_ms, "GFLOP/s": t.gflops}
-                        for t in m.timings]}
+            "label": label, "session": st_state.session.key(), "ok": v.ok, "total_ms": m.total_ms,
+            "err": v.max_abs_error,
+            "kernels": [t.row() for t in m.timings]}
         status.update(label=f"{label}: {m.total_ms:.3f} ms, "
                             f"{'matches the reference' if v.ok else 'DOES NOT match the reference'}", state="complete")
+    autosave()
 
 
 def show_measurements() -> None:
     """The last measurement's figures and the comparison table of every variant."""
-    if res := st.session_state.get("last_measure"):
+    res = st.session_state.get("last_measure")
+    if res and not current_revision(res):
+        st.caption(f"The last measurement ({res['label']}) was of another revision of the session: measure "
+                   "again to see this one's latency.")
+    elif res:
         a, b, c = st.columns(3)
         a.metric(f"Program latency ({res['label']})", f"{res['total_ms']:.3f} ms")
         b.metric("Max abs error", f"{res['err']:.2e}")
@@ -178,8 +241,3 @@ def timings() -> dict[str, dict[str, float]]:
     init()
     return st.session_state.timings
 
-
-@st.cache_data(show_spinner=False)
-def host_cpu() -> str:
-    """The CPU model, for the target line in the sidebar."""
-    return cpu_name()

@@ -7,8 +7,10 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine.errors import WorkbenchError
+from workbench.engine.step import Step
 from workbench.engine.layout import INVERSES, PRIMITIVES
-from workbench.engine.layouts import PRESETS, access_text, apply_actions, apply_layout, current, layout_keys, preset_actions
+from workbench.engine.layouts import access_text, apply_actions, apply_layout, current, layout_keys
+from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.propagate import plan_layouts
 from workbench.pages import _state
 
@@ -78,7 +80,7 @@ with prim_tab:
         st.dataframe(pd.DataFrame([_describe("before", lay), _describe("after", new)]), hide_index=True,
                      width="stretch", key="lp_preview")
     st.button(f"Apply {prim}", key="apply_prim", type="primary", disabled=not ok, on_click=_state.act,
-              args=(lambda s: s.push({"kind": "layout", "tensor": key, "primitive": prim, "args": args}),
+              args=(lambda s: s.push(Step.make("layout", key, prim, **args)),
                     f"{prim} applied to {key}"))
 
 with preset_tab:
@@ -118,7 +120,7 @@ with preset_tab:
         st.warning(f"Not applicable: {e}", icon=":material/warning:")
         ok = False
     st.button(f"Apply preset {name}", key="apply_preset", type="primary", disabled=not ok, on_click=_state.act,
-              args=(lambda s: s.push({"kind": "layout", "tensor": target, "preset": name, "params": params}),
+              args=(lambda s: s.push(Step.make("preset", target, name, **params)),
                     f"{name} applied to {target}"))
 
 st.subheader("Layouts in this session")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.loops import PRIMITIVES, diff, list_blocks, list_loops, script
+from workbench.engine.loops import PRIMITIVES, diff
+from workbench.engine.step import Step
+from workbench.engine.views import nest_view
 from workbench.pages import _state
 
 st.title("Loops")
@@ -15,14 +17,11 @@ plan = state.program.plan
 _state.show_messages()
 
 names = [k.name for k in plan.kernels]
-sel = _state.selected()
-home = next((k.name for k in plan.kernels if sel in k.ops), None) or next(
-    (k.name for k in plan.kernels if k.ops and state.graph.node(k.head).kind == "complex"), names[0])
-kernel = st.selectbox("Fused kernel", names, index=names.index(home), key="loop_kernel",
+kernel = st.selectbox("Fused kernel", names, index=names.index(state.home_kernel(_state.selected())),
+                      key="loop_kernel",
                       format_func=lambda k: f"{k}  ({' → '.join(plan.kernels[names.index(k)].ops) or 'conversion'})")
-func = state.scheduled(kernel)
-blocks = list_blocks(func)
-loops = {b: list_loops(func, b) for b in blocks}
+view = nest_view(state, kernel)
+blocks, loops = list(view.blocks), view.loops
 
 with st.expander("Blocks and loops (outermost first)", expanded=True):
     st.dataframe(pd.DataFrame([{"block": b, "loop": lp.name, "extent": lp.extent, "kind": lp.kind,
@@ -57,11 +56,11 @@ except ValueError as e:
     st.warning(f"{prim}: arguments must be integers or null ({e})")
     st.stop()
 
-after = script(func)
+after = view.script
 
 
 def _apply_loop() -> None:
-    if _state.act(lambda s: s.push({"kind": "loop", "op": kernel, "primitive": prim, "args": args}),
+    if _state.act(lambda s: s.push(Step.make("loop", kernel, prim, **args)),
                   f"{prim} applied to {kernel}"):
         st.session_state.setdefault("loop_before", {})[kernel] = after
 
@@ -69,8 +68,8 @@ def _apply_loop() -> None:
 st.button(f"Apply {prim}", key="apply_loop", type="primary", on_click=_apply_loop)
 
 before = st.session_state.get("loop_before", {}).get(kernel, after)
-view = st.radio("Loop nest", ["side by side", "diff"], horizontal=True, key="nest_view")
-if view == "diff":
+shown = st.radio("Loop nest", ["side by side", "diff"], horizontal=True, key="nest_view")
+if shown == "diff":
     st.code(diff(before, after) or "(no change yet)", language="diff")
 else:
     left, right = st.columns(2)

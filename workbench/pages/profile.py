@@ -10,11 +10,11 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine.ceilings import get_ceilings
-from workbench.engine.counters import EVENTS, perf_counters
+from workbench.engine.counters import EVENTS
 from workbench.engine.errors import WorkbenchError
-from workbench.engine.footprint import profile_kernel
 from workbench.engine.roofline import program_points
-from workbench.engine.session import load, replay, safe_path
+from workbench.engine.session import list_sessions, load_state, safe_path
+from workbench.engine.views import cache_profile as kernel_cache_profile, state_counters
 from workbench.pages import _state
 from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.kernels import latency_bars_figure
@@ -32,8 +32,8 @@ def ceilings(target_json: str, refresh: int = 0):
 
 
 @st.cache_resource(max_entries=32, show_spinner="computing the cache profile…")
-def cache_profile(key: str, kernel: str, _func, _caches: tuple, line: int):
-    return profile_kernel(_func, dict(_caches), line, kernel)
+def cache_profile(key: str, kernel: str, _state, _caches: tuple, line: int):
+    return kernel_cache_profile(_state, kernel, dict(_caches), line)
 
 
 c = ceilings(json.dumps(session.target, sort_keys=True), st.session_state.get("ceilings_refresh", 0))
@@ -67,23 +67,21 @@ else:
 
 st.subheader("Cache profile")
 kernels = [k.name for k in state.program.plan.kernels]
-sel = _state.selected()
-home = next((k.name for k in state.program.plan.kernels if sel in k.ops), None) or next(
-    (k.name for k in state.program.plan.kernels if k.ops and state.graph.node(k.head).kind == "complex"), kernels[0])
-kernel = st.selectbox("Kernel", kernels, index=kernels.index(home), key="profile_kernel")
+kernel = st.selectbox("Kernel", kernels, index=kernels.index(state.home_kernel(_state.selected())),
+                      key="profile_kernel")
 caches = tuple(c.caches.items())
-prof = cache_profile(session.key(), kernel, state.scheduled(kernel), caches, c.line_bytes)
+prof = cache_profile(session.key(), kernel, state, caches, c.line_bytes)
 st.plotly_chart(footprint_figure(prof), width="stretch", key="footprint")
 st.dataframe(prof.table().round(3), hide_index=True, width="stretch", key="footprint_table")
 
-files = sorted(p.stem for p in _state.SESSIONS_DIR.glob("*.json"))
+files = list_sessions(_state.SESSIONS_DIR)
 other = st.selectbox("Compare the estimated misses with a saved session", ["(none)"] + files, key="profile_compare")
 profiles = {f"current ({session.name})": prof}
 if other != "(none)":
     try:
-        ost = replay(load(safe_path(_state.SESSIONS_DIR, other)))
+        ost = load_state(safe_path(_state.SESSIONS_DIR, other))
         if kernel in ost.program.funcs:
-            profiles[other] = cache_profile(f"file:{other}", kernel, ost.scheduled(kernel), caches, c.line_bytes)
+            profiles[other] = cache_profile(f"file:{other}:{ost.session.key()}", kernel, ost, caches, c.line_bytes)
         else:
             st.warning(f"{other} has no kernel {kernel}")
     except WorkbenchError as err:
@@ -97,7 +95,7 @@ st.caption(f"{', '.join(EVENTS)} per call of the kernel, with Linux perf (the AL
 if st.button("Read the counters of this kernel", key="counters"):
     with st.spinner("building and running the kernel under perf…"):
         try:
-            got = perf_counters(state.scheduled_program().build(session.target), kernel)
+            got = state_counters(state, kernel)
         except WorkbenchError as err:
             st.session_state.error = str(err)
             st.rerun()

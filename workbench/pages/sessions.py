@@ -1,29 +1,23 @@
 """Sessions: save, open (from ``sessions/`` or an upload), download, export as a MetaSchedule
-tuning record, and replay headlessly in a worker process (``python -m workbench replay``)."""
+tuning record, and replay headlessly as a job in a worker process (``tuning.worker``)."""
 
 from __future__ import annotations
-
-import io
-import json
-import subprocess
-import sys
-import tempfile
-import zipfile
-from dataclasses import replace
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from workbench.engine.errors import WorkbenchError
-from workbench.engine.export import export_session
-from workbench.engine.session import dumps, load, loads, safe_path, save
+from workbench.engine.export import export_zip
+from workbench.engine.session import (MAX_SESSION_MB, dumps, list_sessions, load_state, loads_state, safe_path,
+                                      save)
+from workbench.engine.tuning.worker import Job, JobQueue, replay_job_spec, start_job
 from workbench.pages import _state
 
 st.title("Sessions")
-session = _state.session()
+state = _state.state()
+session = state.session
 _state.show_messages()
-st.caption(f"Current session **{session.name}** on `{session.model}`: {len(session.actions)} actions. "
+st.caption(f"Current session **{session.name}** on `{session.model}`: {len(session.steps)} actions. "
            f"Session files live in `{_state.SESSIONS_DIR}`.")
 
 save_col, open_col = st.columns(2)
@@ -32,32 +26,36 @@ with save_col:
     name = st.text_input("Session name", session.name, key="save_name")
     if st.button("Save", icon=":material/save:", key="save", type="primary"):
         try:
-            path = save(replace(session, name=name), safe_path(_state.SESSIONS_DIR, name))
-            _state.open_session(replace(session, name=name))
-            st.session_state.saved = str(path)
+            path = save(state.renamed(name).session, safe_path(_state.SESSIONS_DIR, name))
+            _state.open_session(state.renamed(name))
+            _state.mark_saved()
+            st.session_state.saved = {"session": _state.session().key(), "path": str(path)}
         except WorkbenchError as e:
             st.session_state.error = str(e)
         st.rerun()
-    if saved := st.session_state.get("saved"):
-        st.success(f"saved to {saved}")
+    if _state.current_revision(saved := st.session_state.get("saved")):
+        st.success(f"saved to {saved['path']}")
+    elif _state.unsaved():
+        st.caption(f"{_state.unsaved()} actions not saved to a file yet (the tab autosaves them for a reload).")
     st.download_button("Download session JSON", dumps(session), file_name=f"{session.name}.json",
                        mime="application/json", key="download")
 
 with open_col:
     st.subheader("Open")
-    files = sorted(p.stem for p in _state.SESSIONS_DIR.glob("*.json"))
+    files = list_sessions(_state.SESSIONS_DIR)
     pick = st.selectbox("From the sessions folder", files, key="open_pick") if files else None
     if st.button("Open", icon=":material/folder_open:", key="open", disabled=pick is None):
         try:
-            _state.open_session(load(safe_path(_state.SESSIONS_DIR, pick)))
-            st.session_state.pop("saved", None)
+            _state.open_session(load_state(safe_path(_state.SESSIONS_DIR, pick)), f"opened {pick}")
+            _state.mark_saved()
         except WorkbenchError as e:
             st.session_state.error = f"{pick}: {e}"
         st.rerun()
-    up = st.file_uploader("Or upload a session file", type=["json"], key="upload")
+    up = st.file_uploader(f"Or upload a session file (at most {MAX_SESSION_MB} MB)", type=["json"], key="upload",
+                          max_upload_size=MAX_SESSION_MB)
     if up is not None and st.button("Open the uploaded file", key="open_upload"):
         try:
-            _state.open_session(loads(up.getvalue().decode("utf-8", errors="replace")))
+            _state.open_session(loads_state(up.getvalue().decode("utf-8", errors="replace")), f"opened {up.name}")
         except WorkbenchError as e:
             st.session_state.error = f"{up.name}: {e}"
         st.rerun()
@@ -68,52 +66,59 @@ st.caption("One MetaSchedule workload per kernel (its layout-transformed PrimFun
 if st.button("Export as a zip", key="export"):
     with st.spinner("replaying, building and timing the kernels for the records…"):
         try:
-            with tempfile.TemporaryDirectory() as tmp:
-                out = export_session(session, Path(tmp) / session.name)
-                buf = io.BytesIO()
-                with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-                    for f in sorted(out.rglob("*")):
-                        if f.is_file():
-                            z.write(f, f.relative_to(out.parent))
-                st.session_state.export_zip = buf.getvalue()
+            st.session_state.export_zip = {"session": session.key(), "zip": export_zip(session)}
         except WorkbenchError as e:
             st.session_state.error = str(e)
             st.rerun()
-if data := st.session_state.get("export_zip"):
-    st.download_button("Download the tuning record (zip)", data, file_name=f"{session.name}-record.zip",
+if _state.current_revision(export := st.session_state.get("export_zip")):
+    st.download_button("Download the tuning record (zip)", export["zip"], file_name=f"{session.name}-record.zip",
                        mime="application/zip", key="download_zip")
+elif export:
+    st.caption("The last export was of another revision of the session: export again for this one.")
 
 st.subheader("Replay headlessly")
-st.caption("Runs `python -m workbench replay` in a worker process on the current session: it rebuilds the final "
-           "kernels, checks them against the reference and writes kernels.so, program.py and report.json.")
-if st.button("Replay in a worker", icon=":material/play_arrow:", key="replay"):
-    work = _state.WORK_DIR / "replay" / f"{session.name}-{session.key()}"
-    work.mkdir(parents=True, exist_ok=True)
-    save(session, work / "session.json")
-    with open(work / "replay.log", "w") as log:  # the worker keeps its own copy of the handle
-        proc = subprocess.Popen([sys.executable, "-m", "workbench", "replay", str(work / "session.json"), "--out",
-                                 str(work / "out")], cwd=_state.ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-    st.session_state.replay_job = (proc, work)
+st.caption("Runs a replay job (`python -m workbench replay` in a worker process, in line with the tuning jobs) on "
+           "the current session: it rebuilds the final kernels, checks them against the reference and writes "
+           "kernels.so, program.py and report.json.")
+owner, queue = st.session_state.wid, JobQueue.at(_state.WORK_DIR)
+if "replay_job" not in st.session_state and (adopted := queue.job_of(owner, "replay")):
+    st.session_state.replay_job = adopted  # this tab's replay, still going after a reload
+replaying = (job := st.session_state.get("replay_job")) is not None and job.running()
+go, halt = st.columns(2)
+if go.button("Replay in a worker", icon=":material/play_arrow:", key="replay", disabled=replaying):
+    try:
+        folder = _state.WORK_DIR / "replay" / owner / f"{session.name}-{session.key()}"
+        st.session_state.replay_job = start_job(replay_job_spec(session), folder, owner=owner, queue=queue)
+    except WorkbenchError as e:
+        st.session_state.error = str(e)
+    st.rerun()
+if halt.button("Stop the replay", icon=":material/stop:", key="replay_stop", disabled=not replaying):
+    try:
+        job.stop(owner=owner)
+    except WorkbenchError as e:
+        st.session_state.error = str(e)
+    st.rerun()
 
 
 @st.fragment(run_every=1.0)
 def replay_status() -> None:
-    job = st.session_state.get("replay_job")
+    job: Job | None = st.session_state.get("replay_job")
     if job is None:
         return
-    proc, work = job
-    if proc.poll() is None:
-        st.info(f"replaying in worker pid {proc.pid}…")
+    status = job.status()
+    if status.state in ("queued", "running"):
+        st.info(f"replay {status} (worker pid {job.pid}; {queue.limit} job(s) at a time on this machine)…")
         return
-    report = work / "out" / "report.json"
-    if proc.returncode == 0 and report.exists():
-        r = json.loads(report.read_text())
-        st.success(f"replay ok: outputs match the reference (max abs error {r['max_abs_error']:.2e}), "
-                   f"total {r['total_ms']:.3f} ms; files in {work / 'out'}")
-        st.dataframe(pd.DataFrame(r["kernels"]), hide_index=True, width="stretch", key="replay_kernels")
+    report, out = job.replay_report(), job.dir / "out"
+    if report is not None and report.ok:
+        st.success(f"replay ok: outputs match the reference (max abs error {report.max_abs_error:.2e}), "
+                   f"total {report.total_ms:.3f} ms; files in {out}")
+        st.dataframe(pd.DataFrame(report.kernels), hide_index=True, width="stretch", key="replay_kernels")
+    elif report is not None:
+        st.error(f"replay done, but the outputs differ from the reference (max relative error "
+                 f"{report.max_rel_error:.2e}); see {out / 'report.json'}")
     else:
-        st.error(f"replay failed (exit {proc.returncode}): {(work / 'replay.log').read_text()[-800:]}")
+        st.error(f"replay {str(status)[-800:]}")
 
 
 replay_status()

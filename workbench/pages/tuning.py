@@ -9,7 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine.errors import WorkbenchError
-from workbench.engine.worker import Job, session_job_spec, start_job
+from workbench.engine.tuning.options import TuneOptions
+from workbench.engine.tuning.rpc import RpcConfig
+from workbench.engine.tuning.worker import Job, JobQueue, session_job_spec, start_job
 from workbench.pages import _state
 from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure
 
@@ -29,24 +31,33 @@ rpc = c4.text_input("RPC tracker (host:port:key, optional)", "", key="tune_rpc")
 
 
 def job_dir() -> Path:
-    return _state.WORK_DIR / "tune" / f"{session.name}-{stage}-{session.key()}"
+    # per tab: another tab's run never shares (or overwrites) this one's folder
+    return _state.WORK_DIR / "tune" / owner / f"{session.name}-{stage}-{session.key()}"
 
 
+owner, queue = st.session_state.wid, JobQueue.at(_state.WORK_DIR)
+if "tune_job" not in st.session_state and (adopted := queue.job_of(owner, "tuning")):
+    st.session_state.tune_job = adopted  # this tab's run, still going after a reload
 job = st.session_state.get("tune_job")
 running = job is not None and job.running()
 start, stop = st.columns(2)
 if start.button("Start tuning", icon=":material/play_arrow:", key="tune_start", type="primary", disabled=running):
     try:
-        spec = session_job_spec(session, stage, budget, rpc=rpc.strip() or None, joint_fraction=fraction)
-        st.session_state.tune_job = start_job(spec, job_dir())
-        st.session_state.tune_base = (session.key(), len(session.actions))
+        options = TuneOptions(rpc=RpcConfig.parse(rpc) if rpc.strip() else None, joint_fraction=fraction)
+        spec = session_job_spec(session, stage, budget, options)
+        st.session_state.tune_job = start_job(spec, job_dir(), owner=owner, queue=queue)
+        st.session_state.tune_base = (session.key(), len(session.steps))
         st.session_state.pop("error", None)
     except WorkbenchError as e:
         st.session_state.error = str(e)
     st.rerun()
 if stop.button("Stop", icon=":material/stop:", key="tune_stop", disabled=not running):
-    job.stop()
+    try:
+        job.stop(owner=owner)
+    except WorkbenchError as e:
+        st.session_state.error = str(e)
     st.rerun()
+st.caption(f"Jobs of every tab share this machine: {queue.limit} at a time, one per tab; the others wait in line.")
 
 
 @st.fragment(run_every=2.0)
@@ -59,29 +70,31 @@ def live() -> None:
     status = job.status()
     ok = [r for r in rows if r.get("latency_ms") is not None]
     best = min((r["latency_ms"] for r in ok), default=None)
-    st.markdown(f"**{status.state}** · {len(rows)} measurements of {job.dir.name}"
+    st.markdown(f"**{status.state if status.error else status}** · {len(rows)} measurements of {job.dir.name}"
                 + (f" · best {best:.4f} ms" if best is not None else "")
                 + (f" · {len(rows) - len(ok)} failed candidates (skipped)" if len(rows) > len(ok) else ""))
     if status.error:
         st.error(status.error)
+    if status.state == "queued":
+        st.info(f"Waiting for a free slot: {status}. It starts by itself when the jobs ahead finish.")
     if rows:
         left, right = st.columns(2)
         left.plotly_chart(progress_figure(rows), width="stretch", key="tune_curves")
         if any(r.get("stage") == "joint" for r in rows):
             right.plotly_chart(candidates_figure(rows), width="stretch", key="tune_candidates")
             right.dataframe(pd.DataFrame(candidate_scores(rows)), hide_index=True, width="stretch")
-    if status.state != "running" and st.session_state.get("tune_seen") != (str(job.dir), status.state):
+    if status.state not in ("queued", "running") and st.session_state.get("tune_seen") != (str(job.dir), status.state):
         st.session_state.tune_seen = (str(job.dir), status.state)
         st.rerun()  # once, so the page shows the result buttons
 
 
 live()
 
-if job is not None and not job.running() and (tuned := job.tuned_session()) is not None:
+if job is not None and not job.running() and (tuned := job.tuned_state(owner)) is not None:
     base_key, base_len = st.session_state.get("tune_base", ("", 0))
-    new = tuned.actions[base_len:]
+    new = tuned.session.steps[base_len:]
     st.success(f"Tuning done: {len(new)} tuned kernels. " + ", ".join(
-        f"{a['op']} {a.get('latency_ms', float('nan')):.4f} ms" for a in new))
+        f"{s.target} {s.get('latency_ms', float('nan')):.4f} ms" for s in new))
     if base_key != session.key():
         st.warning("The session changed since this run started; applying replaces it with the tuned one.")
     st.button("Apply the result to the session", key="tune_apply", type="primary", on_click=_state.act,

@@ -1,7 +1,9 @@
 """The roofline: this machine's compute and bandwidth ceilings as lines, one marker per kernel.
 
 Variants of the same kernel share a colour (one legend group per kernel) and differ by symbol,
-so a layout change shows as a marker moving right (more reuse) and up (faster).
+so a layout change shows as a marker moving right (more reuse) and up (faster). The libraries'
+GEMM measured with the ceilings (``Ceilings.library``) is drawn as labelled reference stars: a
+yardstick of what this machine reaches with a vendor kernel.
 """
 
 from __future__ import annotations
@@ -21,14 +23,18 @@ __all__ = ["roofline_figure"]
 
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 _SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "pentagon")
+_REFERENCE = {"color": "#555", "size": 14, "symbol": "star-open", "line": {"width": 2}}
 
 
 def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
                     title: str = "Roofline") -> go.Figure:
-    """Log-log GFLOP/s against FLOP/byte; kernels without FLOPs or latency are left out."""
+    """Log-log GFLOP/s against FLOP/byte; kernels without FLOPs or latency are left out; the
+    library GEMMs of ``ceilings`` are labelled reference points."""
     shown = [p for p in points if p.flops > 0 and p.gflops]
-    lo = min([p.intensity for p in shown] + [ceilings.ridge / 100]) / 2
-    hi = max([p.intensity for p in shown] + [ceilings.ridge * 100]) * 2
+    refs = list(ceilings.library)
+    xs_all = [p.intensity for p in shown] + [y.intensity for y in refs]
+    lo = min(xs_all + [ceilings.ridge / 100]) / 2
+    hi = max(xs_all + [ceilings.ridge * 100]) * 2
     xs = np.geomspace(lo, hi, 64)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=xs, y=np.minimum(ceilings.peak_gflops, xs * ceilings.bandwidth_gbs), mode="lines",
@@ -48,10 +54,16 @@ def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
                                           "symbol": _SYMBOLS[variants.index(p.variant) % len(_SYMBOLS)]},
             hovertemplate=(f"<b>{p.kernel}</b> {p.variant}<br>%{{x:.2f}} FLOP/byte<br>%{{y:.2f}} GFLOP/s<br>"
                            f"{p.percent_of_roof(ceilings):.1f}% of the {p.bound(ceilings)} roof<extra></extra>")))
+    for y in refs:
+        fig.add_trace(go.Scatter(
+            x=[y.intensity], y=[y.gflops], mode="markers+text", name=f"{y.label} (library)", legendgroup="library",
+            text=[y.label], textposition="bottom center", marker=_REFERENCE,
+            hovertemplate=f"<b>{y.label}</b> (library, {y.threads} threads)<br>%{{y:.1f}} GFLOP/s<extra></extra>"))
     ymin = min([p.gflops for p in shown] + [lo * ceilings.bandwidth_gbs]) / 2
+    ytop = max([ceilings.peak_gflops] + [y.gflops for y in refs])  # a library may beat the measured roof
     fig.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte, compulsory traffic)"},
                       yaxis={"type": "log", "title": "GFLOP/s",  # the roof on top, not the extended bandwidth line
-                             "range": [math.log10(ymin), math.log10(ceilings.peak_gflops * 3)]},
+                             "range": [math.log10(ymin), math.log10(ytop * 3)]},
                       template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 50, "b": 50})
     return fig

@@ -5,9 +5,10 @@ family: output tiles per spatial dim, ``ot``, ``it``; ``layouts.nkn`` for GMM: `
 *Cross exploration*: a layout candidate is scored by the best latency a short MetaSchedule
 loop tuning finds on the kernel it yields. The search over candidates is a local search
 guided by a cost model (XGBoost on template features, trained on the candidates scored so
-far; see ``_pick``), which must beat random sampling at the same budget; ``search="random"``
-is that baseline. The default
-layout is always the first candidate, so the joint result is measured against it too.
+far; see ``_pick``), which must beat random sampling at the same budget;
+``TuneOptions(search="random")`` is that baseline. The default layout is always the first
+candidate, so the joint result is measured against it too. The result is a session ``Step``
+(``JointResult.step``).
 """
 
 from __future__ import annotations
@@ -15,18 +16,23 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from .errors import TuneError, WorkbenchError
-from .graph import Graph
-from .layout import LayoutBook
-from .layouts import apply_actions, preset_actions
-from .metaschedule import RpcConfig, TuneTask, tune_loops
-from .program import make_program
+from ..errors import TuneError, WorkbenchError
+from ..graph import Graph
+from ..layout import LayoutBook
+from ..layouts import apply_actions
+from ..presets import preset_actions
+from ..program import make_program
+from ..step import Step
+from .loop import tune_loops
+from .options import TuneOptions
+from .records import TuneTask
+from .runner import Measurers
 
 __all__ = ["Candidate", "JointResult", "layout_space", "joint_tune"]
 
@@ -52,8 +58,13 @@ class Candidate:
             return "default"
         return f"{self.preset}(" + ", ".join(f"{k}={v}" for k, v in self.kwargs.items()) + ")"
 
-    def actions(self, graph: Graph, op: str) -> list:
+    def actions(self, graph: Graph, op: str) -> list[Step]:
+        """The layout primitives this candidate applies (none for the default layout)."""
         return preset_actions(graph, self.preset, op, **self.kwargs) if self.preset else []
+
+    def step(self, op: str) -> Step | None:
+        """The session step that applies this candidate to ``op`` (None for the default layout)."""
+        return Step.make("preset", op, self.preset, **self.kwargs) if self.preset else None
 
     def features(self) -> list[float]:
         """log2 of every template parameter (tiles flattened), 0 for the default layout."""
@@ -95,12 +106,12 @@ class JointResult:
     scores: list[tuple[Candidate, float | None]] = field(default_factory=list)
     measurements: int = 0
 
-    def action(self, graph: Graph) -> dict:
-        """The session action that applies this result."""
-        return {"kind": "tuned", "op": self.op, "stage": "joint+loop",
-                "layouts": [{"kind": "layout", "tensor": self.op, "preset": self.best.preset,
-                             "params": self.best.kwargs}] if self.best.preset else [],
-                "trace": self.trace, "latency_ms": self.best_ms, "measurements": self.measurements}
+    def step(self) -> Step:
+        """The session step that applies this result: the chosen layout, then the tuned trace."""
+        layout = self.best.step(self.op)
+        return Step.make("tuned", self.op, "tuned", stage="joint+loop",
+                         layouts=[layout.to_json()] if layout else [], trace=self.trace,
+                         latency_ms=self.best_ms, measurements=self.measurements)
 
 
 def _distance(a: Candidate, b: Candidate) -> float:
@@ -172,38 +183,42 @@ def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Ra
     return min(zip(pred, near), key=lambda pc: (round(float(pc[0]), 3), prior(pc[1])))[1]
 
 
-def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int, *,
-               joint_fraction: float = 0.3, per_candidate: int = 4, search: str = "model",
-               progress_path: Path | None = None, rpc: RpcConfig | None = None, seed: int = 0,
+def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int,
+               options: TuneOptions = TuneOptions(), *,
                on_candidate: Callable[[Candidate, float | None], None] | None = None,
-               isolated: bool = False) -> JointResult:
+               measurers: Measurers | None = None) -> JointResult:
     """Joint stage then loop-only stage for ``op``; ``budget`` counts hardware measurements.
 
-    Candidates are measured in this process unless ``isolated`` (see ``tune_loops``): the
-    joint stage starts many short tunings, and TVM's worker pools cost seconds each."""
-    if search not in ("model", "random"):
-        raise TuneError(f"search must be 'model' or 'random', got {search!r}")
+    The joint stage takes ``options.joint_fraction`` of the budget and scores each candidate by
+    ``options.per_candidate`` measurements. Candidates are measured in this process unless
+    ``options.isolated`` (see ``tune_loops``): the joint stage starts many short tunings, and
+    TVM's worker pools cost seconds each (``measurers`` keeps them between tunings; by default
+    they are made for this call)."""
     if budget < 2:
         raise TuneError(f"budget {budget} is too small for a joint and a loop stage")
+    if measurers is None:
+        with Measurers() as own:
+            return joint_tune(graph, book, op, target, work_dir, budget, options, on_candidate=on_candidate,
+                              measurers=own)
     work_dir = Path(work_dir)
-    rng = random.Random(seed)
+    rng = random.Random(options.seed)
     space = layout_space(graph, op)
-    per_candidate = max(1, min(per_candidate, budget - 1))  # never more than the budget in all
-    joint_budget = min(budget - 1, max(per_candidate, int(round(budget * joint_fraction))))
+    per_candidate = max(1, min(options.per_candidate, budget - 1))  # never more than the budget in all
+    joint_budget = min(budget - 1, max(per_candidate, int(round(budget * options.joint_fraction))))
     n_cand = max(1, min(len(space), joint_budget // per_candidate))
     scored: dict[Candidate, float] = {}
     results: dict[Candidate, Any] = {}
     used = 0
     for k in range(n_cand):
-        cand = space[0] if k == 0 else _pick(space, scored, rng, search)
+        cand = space[0] if k == 0 else _pick(space, scored, rng, options.search)
         try:
             task = _task(graph, book, op, cand)
         except WorkbenchError:
             scored[cand] = math.inf  # a template that does not fit this op: skip it
             continue
-        res = tune_loops([task], target, work_dir / f"cand{k}", per_candidate, stage="joint",
-                         progress_path=progress_path, rpc=rpc, layout_label=cand.label, seed=seed + k,
-                         isolated=isolated)[op]
+        res = tune_loops([task], target, work_dir / f"cand{k}", per_candidate,
+                         replace(options, seed=options.seed_plus(k)), stage="joint", layout_label=cand.label,
+                         measurers=measurers)[op]
         used += res.measurements
         scored[cand] = res.best_ms if res.best_ms is not None else math.inf
         results[cand] = (res, work_dir / f"cand{k}", task)
@@ -215,9 +230,9 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     res, wd, task = results[best]
     left = budget - used
     if left > 0:  # loop-only stage on the chosen layout, resuming from its records
-        res = tune_loops([task], target, wd, res.measurements + left, stage="loop",
-                         progress_path=progress_path, rpc=rpc, layout_label=best.label, seed=seed + 1000,
-                         isolated=isolated)[op]
+        res = tune_loops([task], target, wd, res.measurements + left,
+                         replace(options, seed=options.seed_plus(1000)), stage="loop", layout_label=best.label,
+                         measurers=measurers)[op]
         used = used - results[best][0].measurements + res.measurements
     return JointResult(op, best, res.best_ms, res.trace, [(c, scored[c]) for c in scored], used)
 

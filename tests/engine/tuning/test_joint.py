@@ -1,19 +1,20 @@
-"""Joint layout+loop stage and session-level tuning, with tiny budgets (a few measurements)."""
+"""ALT's joint layout+loop stage for one op, with tiny budgets (a few measurements)."""
 
-import json
+import random
 
 import pytest
 
 from workbench.engine import zoo
-from workbench.engine.errors import SessionError, TuneError
-from workbench.engine.joint import Candidate, joint_tune, layout_space
+from workbench.engine.errors import TuneError
 from workbench.engine.layout import LayoutBook
 from workbench.engine.layouts import apply_actions
 from workbench.engine.loops import apply_trace_json
-from workbench.engine.metaschedule import read_progress
-from workbench.engine.program import DEFAULT_TARGET, make_program
-from workbench.engine.session import dumps, loads, new_session, replay
-from workbench.engine.tune import budget_split, tune_session
+from workbench.engine.program import make_program
+from workbench.engine.targets import DEFAULT_TARGET
+from workbench.engine.step import Step
+from workbench.engine.tuning.joint import Candidate, JointResult, _pick, joint_tune, layout_space
+from workbench.engine.tuning.options import TuneOptions
+from workbench.engine.tuning.progress import read_progress
 
 
 def small_gmm():
@@ -42,11 +43,10 @@ def test_space_of_gmm_is_nkn_and_simple_ops_are_refused():
 def test_joint_tune_scores_candidates_then_tunes_loops(tmp_path, search):
     g = small_gmm()
     prog_path = tmp_path / "progress.jsonl"
-    res = joint_tune(g, LayoutBook(), "gmm", DEFAULT_TARGET, tmp_path / "wd", budget=6, joint_fraction=0.67,
-                     per_candidate=2, search=search, progress_path=prog_path, seed=1)
+    options = TuneOptions(progress_path=prog_path, seed=1, joint_fraction=0.67, per_candidate=2, search=search)
+    res = joint_tune(g, LayoutBook(), "gmm", DEFAULT_TARGET, tmp_path / "wd", 6, options)
     assert len(res.scores) == 2 and res.scores[0][0] == Candidate(None)
-    assert res.best_ms == min(s for _, s in res.scores if s is not None) or res.best_ms <= min(
-        s for _, s in res.scores if s is not None)
+    assert res.best_ms <= min(s for _, s in res.scores if s is not None)
     lines = read_progress(prog_path)
     assert {ln["stage"] for ln in lines} == {"joint", "loop"}
     assert {ln["layout"] for ln in lines if ln["stage"] == "joint"} == {c.label for c, _ in res.scores}
@@ -57,43 +57,24 @@ def test_joint_tune_scores_candidates_then_tunes_loops(tmp_path, search):
     assert prog.build().verify().ok
 
 
-def test_budget_split_gives_every_op_its_minimum():
-    got = budget_split({"big": 100.0, "tiny": 1.0}, 10, minimum=2)
-    assert got["tiny"] == 2 and sum(got.values()) >= 10
+def test_a_joint_budget_below_two_is_refused(tmp_path):
+    with pytest.raises(TuneError, match="too small"):
+        joint_tune(small_gmm(), LayoutBook(), "gmm", DEFAULT_TARGET, tmp_path, 1)
 
 
-def test_tune_session_appends_replayable_tuned_actions(tmp_path):
-    s = new_session("gmm", m=64, n=64, k=64)
-    tuned = tune_session(s, "loop", 3, tmp_path)
-    kinds = [a["kind"] for a in tuned.actions]
-    assert kinds and set(kinds) == {"tuned"}
-    again = loads(dumps(tuned))  # a replay needs no tuning
-    state = replay(again)
-    assert state.scheduled_program().build().verify().ok
-    assert json.loads(dumps(again))["actions"][0]["trace"]
-
-
-def test_bad_stage_and_budget_are_refused(tmp_path):
-    s = new_session("gmm", m=64, n=64, k=64)
-    with pytest.raises(TuneError, match="stage"):
-        tune_session(s, "both", 4, tmp_path)
-    with pytest.raises(TuneError, match="budget"):
-        tune_session(s, "loop", 0, tmp_path)
-
-
-def test_a_tuned_action_with_a_foreign_trace_is_refused():
-    s = new_session("gmm", m=64, n=64, k=64)
-    with pytest.raises(SessionError, match="action 0"):
-        s.push({"kind": "tuned", "op": "nope", "trace": [[], []]})
+def test_a_result_is_a_tuned_step_with_its_layout_first():
+    best = Candidate("nkn", (("m", 16), ("n", 16)))
+    step = JointResult("gmm", best, 0.5, [[], []], measurements=6).step()
+    assert step == Step.make("tuned", "gmm", "tuned", stage="joint+loop",
+                             layouts=[{"kind": "layout", "tensor": "gmm", "preset": "nkn", "params": {"m": 16, "n": 16}}],
+                             trace=[[], []], latency_ms=0.5, measurements=6)
+    assert list(step.to_json()) == ["kind", "op", "stage", "layouts", "trace", "latency_ms", "measurements"]
+    assert JointResult("gmm", Candidate(None), 0.5, [[], []]).step().get("layouts") == []
 
 
 def test_model_guided_pick_prefers_what_the_cost_model_predicts_fastest():
     """With enough scores the XGBoost model picks among unscored candidates; one that looks like
     the fastest scored candidates should be preferred over one like the slowest."""
-    import random
-
-    from workbench.engine.joint import Candidate, _pick
-
     fast = [Candidate("alt_tiled", (("tiles", (4, 16)), ("ot", 16), ("it", 3))),
             Candidate("alt_tiled", (("tiles", (4, 8)), ("ot", 16), ("it", 3))),
             Candidate("alt_tiled", (("tiles", (8, 16)), ("ot", 16), ("it", 3)))]

@@ -6,21 +6,13 @@ import time
 import psutil
 import pytest
 import tvm
-from tvm import te
 
 from workbench.engine.errors import TuneError
-from workbench.engine.metaschedule import TuneTask
-from workbench.engine.worker import Job, job_spec, start_job, tasks_from_spec
-
-TARGET = {"kind": "llvm", "num-cores": 2}
-
-
-def mm_task(n: int = 64) -> TuneTask:
-    a = te.placeholder((n, n), name="A")
-    b = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), "k")
-    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    return TuneTask("mm", te.create_prim_func([a, b, c]), 2 * n ** 3)
+from workbench.engine.targets import DEFAULT_TARGET as TARGET
+from workbench.engine.session import new_session
+from workbench.engine.tuning.options import TuneOptions
+from workbench.engine.tuning.rpc import RpcConfig
+from workbench.engine.tuning.worker import Job, job_spec, session_job_spec, start_job, tasks_from_spec
 
 
 def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -39,19 +31,29 @@ def _records(job_dir) -> list[str]:
     return [ln for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
 
 
-def test_spec_round_trips_the_primfunc():
-    task = mm_task()
-    spec = json.loads(json.dumps(job_spec([task], TARGET, 8, rpc="127.0.0.1:9190:k")))
+def test_spec_round_trips_the_primfunc(mm_task):
+    options = TuneOptions(rpc=RpcConfig.parse("127.0.0.1:9190:k"), isolated=True)
+    spec = json.loads(json.dumps(job_spec([mm_task], TARGET, 8, options)))
     (back,) = tasks_from_spec(spec)
-    tvm.ir.assert_structural_equal(back.func, task.func)
-    assert (back.name, back.flops, spec["rpc"]) == ("mm", task.flops, "127.0.0.1:9190:k")
+    tvm.ir.assert_structural_equal(back.func, mm_task.func)
+    assert (back.name, back.flops, spec["rpc"], spec["isolated"]) == ("mm", mm_task.flops, "127.0.0.1:9190:k", True)
     with pytest.raises(TuneError, match="format"):
         tasks_from_spec({"tasks": []})
 
 
-def test_stop_leaves_no_process_and_a_new_job_resumes(tmp_path):
+def test_a_session_spec_refuses_a_bad_stage_or_share():
+    s = new_session("gmm", m=64, n=64, k=64)
+    spec = session_job_spec(s, "joint", 8, TuneOptions(joint_fraction=0.5, search="random", seed=None))
+    assert (spec["kind"], spec["joint_fraction"], spec["search"], spec["seed"]) == ("session", 0.5, "random", None)
+    with pytest.raises(TuneError, match="stage"):
+        session_job_spec(s, "both", 8)
+    with pytest.raises(TuneError, match="strictly between 0 and 1"):
+        session_job_spec(s, "joint", 8, TuneOptions(joint_fraction=1.0))
+
+
+def test_stop_leaves_no_process_and_a_new_job_resumes(tmp_path, mm_task):
     job_dir = tmp_path / "job"
-    spec = job_spec([mm_task()], TARGET, 8, num_trials_per_iter=4, seed=0)
+    spec = job_spec([mm_task], TARGET, 8, TuneOptions(num_trials_per_iter=4, isolated=True))
     job = start_job(spec, job_dir)
     end = time.monotonic() + 300
     while not job.progress():
@@ -83,8 +85,8 @@ def test_stop_leaves_no_process_and_a_new_job_resumes(tmp_path):
     assert not (job_dir / "tmp").exists() or not any((job_dir / "tmp").iterdir())
 
 
-def test_a_failing_job_reports_its_error(tmp_path):
-    spec = job_spec([mm_task()], {"kind": "llvm"}, 4)  # MetaSchedule needs num-cores
+def test_a_failing_job_reports_its_error(tmp_path, mm_task):
+    spec = job_spec([mm_task], {"kind": "llvm"}, 4)  # MetaSchedule needs num-cores
     job = start_job(spec, tmp_path / "job")
     status = job.wait(timeout=120)
     assert status.state == "failed" and "num-cores" in status.error

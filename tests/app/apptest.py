@@ -1,0 +1,35 @@
+"""AppTest helpers shared by the page tests: start the app, read the graph, run the sidebar."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "workbench" / "app.py")
+
+
+def start(query: dict | None = None) -> AppTest:
+    """The app in a new tab (``query``: the URL's query parameters, e.g. a workspace id)."""
+    app = AppTest.from_file(APP, default_timeout=180)
+    app.query_params.update(query or {})
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def graph_labels(app: AppTest) -> str:
+    """The text of the graph figure's edge labels (tensor, shape, layout)."""
+    fig = json.loads(app.get("plotly_chart")[0].proto.spec)
+    return " ".join(a.get("text", "") for a in fig["layout"].get("annotations", []))
+
+
+def home(app: AppTest) -> AppTest:
+    """Run the entry script (with its sidebar) again: after its first run, AppTest reruns the
+    current page's script alone, and only a switch back to ``app.py`` runs the entry script."""
+    return app.switch_page("pages/graph.py").run().switch_page("app.py").run()
+
+
+def session(app: AppTest):
+    return app.session_state["state"].session

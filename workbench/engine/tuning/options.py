@@ -1,0 +1,105 @@
+"""How to tune (``TuneOptions``, shared by both stages and the worker) and how a budget of
+measurements is shared among kernels (``budget_shares``, the one splitter)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import TuneError
+from .rpc import RpcConfig
+
+__all__ = ["SEARCHES", "TuneOptions", "budget_shares"]
+
+SEARCHES = ("model", "random")
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Everything about a tuning but what to tune, where, and its budget.
+
+    Parameters
+    ----------
+    rpc : RpcConfig or None
+        Time candidates on this tracker's servers (builds stay local); None times them here.
+    progress_path : Path or None
+        Append one JSON line per measurement there (see ``progress``).
+    seed : int or None
+        Seeds the search (None: unseeded).
+    isolated : bool
+        Build and time candidates in TVM's worker processes (a build timeout, protection from a
+        crashing candidate, but ~10 s to start the pools) instead of this process.
+    num_trials_per_iter : int
+        Candidates MetaSchedule measures per batch.
+    build_timeout_s : float
+        The build timeout of an isolated build.
+    joint_fraction : float
+        The joint stage's share of an op's budget (the rest goes to the loop-only stage).
+    per_candidate : int
+        Measurements of the short loop tuning that scores one layout candidate.
+    search : str
+        How the joint stage picks layout candidates: ``model`` (cost-model-guided) or ``random``.
+
+    >>> TuneOptions(search="greedy")
+    Traceback (most recent call last):
+    ...
+    workbench.engine.errors.TuneError: search must be 'model' or 'random', got 'greedy'
+    """
+
+    rpc: RpcConfig | None = None
+    progress_path: Path | None = None
+    seed: int | None = 0
+    isolated: bool = False
+    num_trials_per_iter: int = 8
+    build_timeout_s: float = 60.0
+    joint_fraction: float = 0.3
+    per_candidate: int = 4
+    search: str = "model"
+
+    def __post_init__(self) -> None:
+        if self.search not in SEARCHES:
+            raise TuneError(f"search must be 'model' or 'random', got {self.search!r}")
+        if self.num_trials_per_iter < 1:
+            raise TuneError(f"num_trials_per_iter must be at least 1, got {self.num_trials_per_iter}")
+
+    def seed_plus(self, offset: int) -> int | None:
+        """The seed of a sub-run (None stays None).
+
+        >>> TuneOptions(seed=1).seed_plus(1000), TuneOptions(seed=None).seed_plus(1000)
+        (1001, None)
+        """
+        return None if self.seed is None else self.seed + offset
+
+
+def budget_shares(weights: Sequence[float], budget: int, minimum: int = 1) -> list[int]:
+    """Split ``budget`` measurements in proportion to ``weights`` (FLOPs, each counted as at
+    least 1), at least ``minimum`` each, summing to ``budget``: each gets ``minimum`` plus its
+    share of the rest rounded down, and the largest remainders get what rounding left.
+
+    >>> budget_shares([3_000, 1_000], 16)
+    [12, 4]
+    >>> budget_shares([10**9, 1, 1], 5)
+    [3, 1, 1]
+    >>> budget_shares([100.0, 1.0], 10, minimum=2)
+    [8, 2]
+
+    Raises
+    ------
+    TuneError
+        ``budget`` is smaller than ``minimum`` for each.
+    """
+    n = len(weights)
+    if budget < minimum * n:
+        raise TuneError(f"a budget of {budget} measurements cannot give each of {n} kernels "
+                        f"{'one' if minimum == 1 else minimum}")
+    if not n:
+        return []
+    ws = [max(float(w), 1.0) for w in weights]
+    total, spare = sum(ws), budget - minimum * n
+    exact = [spare * w / total for w in ws]
+    shares = [minimum + int(x) for x in exact]
+    order = sorted(range(n), key=lambda i: int(exact[i]) - exact[i])  # largest remainders first
+    for i in order[:budget - sum(shares)]:
+        shares[i] += 1
+    return shares

@@ -1,0 +1,129 @@
+"""The builders and runners that measure candidates: in this process (``InProcessBuilder`` /
+``InProcessRunner``: no start-up cost, no protection), in TVM's worker processes, or on RPC
+servers. ``Measurers`` owns them for one or more tunings, so TVM's worker pools (~5 s each to
+start) are kept between the short tunings of a joint stage, and ends them on ``close``."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import tvm
+import tvm.s_tir.meta_schedule as ms
+from tvm.ir.utils import derived_object
+
+from .records import short_error
+from .rpc import RpcConfig
+from .startup import import_tensor_intrinsics
+
+__all__ = ["EVALUATOR", "InProcessBuilder", "InProcessRunner", "Measurers"]
+
+#: how every candidate is timed, wherever it runs
+EVALUATOR = ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20)
+
+
+@derived_object
+class InProcessBuilder(ms.builder.PyBuilder):
+    """Builds candidates in this process and hands them to ``InProcessRunner`` in memory, through
+    ``built`` (artifact path -> runtime module); ``scratch`` holds the folders that name them."""
+
+    def __init__(self, built: dict[str, Any], scratch: Path) -> None:
+        super().__init__()
+        self.built, self.scratch = built, scratch
+
+    def build(self, build_inputs: list) -> list:
+        from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+        out = []
+        for bi in build_inputs:
+            try:
+                rt = default_build(bi.mod, bi.target, None)
+            except Exception as e:  # a candidate TVM cannot build: recorded with its error
+                out.append(ms.builder.BuilderResult(None, f"build failed: {short_error(e)}"))
+                continue
+            self.scratch.mkdir(parents=True, exist_ok=True)  # someone may have cleaned /tmp meanwhile
+            path = str(Path(tempfile.mkdtemp(dir=self.scratch)) / "module.mem")  # the runner's key
+            self.built[path] = rt
+            out.append(ms.builder.BuilderResult(path, None))
+        return out
+
+
+@derived_object
+class InProcessRunner(ms.runner.PyRunner):
+    """Times candidates built by the ``InProcessBuilder`` sharing ``built`` with TVM's own evaluator."""
+
+    def __init__(self, config: ms.runner.EvaluatorConfig, built: dict[str, Any]) -> None:
+        super().__init__()
+        self.config, self.built = config, built
+
+    def run(self, runner_inputs: list) -> list:
+        from tvm.s_tir.meta_schedule.runner import local_runner as lr
+
+        out = []
+        for ri in runner_inputs:
+            rt = self.built.pop(str(ri.artifact_path), None)
+            try:
+                if rt is None:
+                    raise RuntimeError("artifact not built by this runner's builder")
+                dev = tvm.runtime.device(str(ri.device_type), 0)
+                args = lr.default_alloc_argument(dev, tuple(a.as_json() for a in ri.args_info), 1)
+                out.append(lr.LocalRunnerFuture(res=lr.default_run_evaluator(rt, dev, self.config, args)))
+            except Exception as e:
+                out.append(lr.LocalRunnerFuture(error_message=f"run failed: {short_error(e)}"))
+        return out
+
+
+class Measurers:
+    """A builder and a runner per kind of measurement, made on first use and kept until ``close``
+    (also a context manager). Worker pools start in the calling process's environment: call
+    ``pair`` inside ``startup.children_import_workbench``."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Any] = {}
+        self._scratch: Path | None = None
+        self._builders: dict[float, ms.builder.LocalBuilder] = {}
+        self._runner: ms.runner.LocalRunner | None = None
+
+    def __enter__(self) -> Measurers:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def pair(self, rpc: RpcConfig | None, isolated: bool, build_timeout_s: float) -> tuple[Any, Any]:
+        """The builder and runner for a tuning: on ``rpc``'s servers (refused up front when it
+        has none), else isolated in TVM's worker processes, else in this process."""
+        if rpc is None and not isolated:
+            if self._scratch is None:
+                self._scratch = Path(tempfile.mkdtemp(prefix="alt-wb-build-"))
+            return InProcessBuilder(self._built, self._scratch), InProcessRunner(EVALUATOR, self._built)
+        if rpc is not None:
+            servers = rpc.check()  # before any worker pool starts
+            return self._local_builder(float(build_timeout_s)), rpc.runner(EVALUATOR, workers=servers)
+        return self._local_builder(float(build_timeout_s)), self._local_runner()
+
+    def _local_builder(self, timeout_s: float) -> ms.builder.LocalBuilder:
+        # one per timeout: its constructor starts a pool to check itself (~5 s)
+        if timeout_s not in self._builders:
+            self._builders[timeout_s] = ms.builder.LocalBuilder(timeout_sec=timeout_s,
+                                                                initializer=import_tensor_intrinsics)
+        return self._builders[timeout_s]
+
+    def _local_runner(self) -> ms.runner.LocalRunner:
+        # its worker pool (~5 s to start) is kept between tunings
+        if self._runner is None:
+            self._runner = ms.runner.LocalRunner(evaluator_config=EVALUATOR, initializer=import_tensor_intrinsics)
+        return self._runner
+
+    def close(self) -> None:
+        """End the runner's worker pool and remove the scratch folder (idempotent)."""
+        if self._runner is not None:
+            self._runner.pool.shutdown()
+            self._runner = None
+        self._builders.clear()
+        self._built.clear()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None

@@ -1,0 +1,66 @@
+"""Session-level auto-tuning: the joint layout+loop stage over every complex op, or the
+loop-only stage over every kernel with the layouts frozen. Results are appended to the
+session as ``tuned`` steps, so ``replay`` rebuilds the tuned kernels with no tuning.
+
+Progress goes to ``options.progress_path`` (one JSON line per measurement, see ``progress``); the
+app and the CLI read it. Each stage keeps its MetaSchedule databases under ``work_dir``, so a
+run that was stopped loses no completed measurement.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ..errors import TuneError
+from ..session import Session, replay
+from ..step import Step
+from .joint import Candidate, joint_tune
+from .loop import tune_loops
+from .options import TuneOptions, budget_shares
+from .records import TuneTask
+from .runner import Measurers
+
+__all__ = ["STAGES", "tune_session"]
+
+STAGES = ("joint", "loop")
+
+
+def tune_session(session: Session, stage: str, budget: int, work_dir: Path, options: TuneOptions = TuneOptions(),
+                 *, on_candidate: Callable[[str, Candidate, float | None], None] | None = None) -> Session:
+    """Tune and return the session with the results applied as ``tuned`` steps.
+
+    ``joint``: each complex op gets a share of ``budget`` in proportion to its FLOPs (at least
+    two: a joint and a loop-only measurement) and a joint stage, in order, each on the layouts
+    the ones before chose; ``on_candidate(op, candidate, best_ms)`` hears of every layout
+    candidate scored. ``loop``: one loop-only stage over every kernel."""
+    if stage not in STAGES:
+        raise TuneError(f"stage must be one of {STAGES}, got {stage!r}")
+    if budget < 1:
+        raise TuneError(f"budget must be a positive number of measurements, got {budget}")
+    work_dir = Path(work_dir)
+    state = replay(session)
+    graph, prog = state.graph, state.program
+    with Measurers() as measurers:
+        if stage == "joint":
+            ops = [k.head for k in prog.plan.kernels if k.ops and graph.node(k.head).kind == "complex"]
+            if not ops:
+                raise TuneError(f"{graph.name} has no complex op to tune layouts for")
+            if budget < 2 * len(ops):
+                raise TuneError(f"a joint budget of {budget} measurements is too small for {len(ops)} complex ops "
+                                f"({', '.join(ops)}): give at least {2 * len(ops)} (two each)")
+            shares = budget_shares([float(graph.flops(op)) for op in ops], budget, minimum=2)
+            for op, share in zip(ops, shares):
+                hear = (lambda c, s, op=op: on_candidate(op, c, s)) if on_candidate else None
+                res = joint_tune(graph, state.book, op, session.target, work_dir / "joint" / op, share, options,
+                                 on_candidate=hear, measurers=measurers)
+                state = state.push(res.step())
+            return state.session
+        tasks = [TuneTask(k.name, prog.funcs[k.name], max(prog.flops.get(k.name, 0), 1)) for k in prog.plan.kernels]
+        results = tune_loops(tasks, session.target, work_dir / "loop", budget, options, stage="loop",
+                             measurers=measurers)
+    for name, r in results.items():
+        if r.best_ms is not None:
+            state = state.push(Step.make("tuned", name, "tuned", stage="loop", trace=r.trace, latency_ms=r.best_ms,
+                                         measurements=r.measurements))
+    return state.session

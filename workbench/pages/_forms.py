@@ -1,0 +1,83 @@
+"""One form renderer for primitive arguments, layout and loop alike: each argument's widget comes
+from its kind in the primitive's ``PrimitiveSpec`` (``workbench.engine.step``), and the choices
+from a ``FormContext`` the page fills from the engine's data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import streamlit as st
+
+from workbench.engine.errors import WorkbenchError
+from workbench.engine.step import PrimitiveSpec
+
+__all__ = ["FormContext", "primitive_form", "parse_ints"]
+
+
+@dataclass(frozen=True)
+class FormContext:
+    """What the widgets may offer: blocks and their loops ``(name, extent)`` for loop primitives,
+    the current dims' names for layout primitives, and the tensors ``tensor`` arguments name."""
+
+    blocks: Sequence[str] = ()
+    loops: Mapping[str, Sequence[tuple[str, int]]] = field(default_factory=dict)
+    dims: Sequence[str] = ()
+    tensors: Sequence[str] = ()
+
+
+def parse_ints(text: str, what: str, nullable: bool = False) -> list[int | None]:
+    """``"4, 16"`` -> ``[4, 16]``; ``null`` (or empty) is ``None`` where allowed."""
+    out: list[int | None] = []
+    for x in text.replace("[", "").replace("]", "").split(","):
+        x = x.strip()
+        if nullable and x in ("null", "None", ""):
+            out.append(None)
+        elif x:
+            try:
+                out.append(int(x))
+            except ValueError:
+                raise WorkbenchError(f"{what}: write integers separated by commas"
+                                     f"{' (null for one inferred)' if nullable else ''}, got {text!r}") from None
+    return out
+
+
+def primitive_form(name: str, spec: PrimitiveSpec, ctx: FormContext, key: str) -> dict[str, Any]:
+    """Draw one widget per argument, in columns, and return the arguments; a malformed text
+    field raises ``WorkbenchError`` (the page shows it and disables Apply)."""
+    args: dict[str, Any] = {}
+    cols = st.columns(max(1, len(spec.args)))
+    for col, (arg, kind) in zip(cols, spec.args.items()):
+        with col:
+            args[arg] = _widget(arg, kind, spec, ctx, args, f"{key}_{name}_{arg}")
+    return args
+
+
+def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: dict[str, Any], key: str) -> Any:
+    default = spec.defaults.get(arg)
+    if kind == "block":
+        return st.selectbox(arg, list(ctx.blocks), key=key)
+    if kind in ("loop", "loops"):
+        owner = args.get(spec.loop_of) or (ctx.blocks[0] if ctx.blocks else "")
+        loops = dict(ctx.loops.get(owner, ()))
+        if kind == "loop":
+            return st.selectbox(f"{arg} of {owner}", list(loops), key=key,
+                                format_func=lambda n: f"{n} (extent {loops[n]})")
+        return st.multiselect(f"{arg} of {owner}", list(loops), key=key)
+    if kind == "dim":
+        rank = len(ctx.dims)
+        return st.selectbox(arg, list(range(rank)), index=min(1, rank - 1), key=key,
+                            format_func=lambda d: f"{d} ({ctx.dims[d]})")
+    if kind in ("dims", "perm"):
+        rank = len(ctx.dims)
+        guess = range(rank) if kind == "perm" else range(1, min(3, rank))
+        text = st.text_input(f"{arg} (dims 0..{rank - 1}: {' '.join(ctx.dims)})", ", ".join(map(str, guess)), key=key)
+        return parse_ints(text, arg)
+    if kind == "int":
+        return int(st.number_input(arg, 0, 1 << 16, int(default or 0), key=key))
+    if kind == "ints":
+        text = st.text_input(f"{arg} (comma-separated; one may be null or -1: inferred)", "-1, 16", key=key)
+        return parse_ints(text, arg, nullable=True)
+    if kind == "tensor":
+        return st.selectbox(arg, list(ctx.tensors) or ["(no constant)"], key=key)
+    return st.text_input(arg, str(default or ""), key=key)
