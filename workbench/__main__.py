@@ -36,8 +36,11 @@ def _target(text: str | None) -> dict | None:
         t = json.loads(text)
     except json.JSONDecodeError as e:
         raise WorkbenchError(f"--target must be a JSON object such as '{{\"kind\": \"llvm\", \"num-cores\": 2}}': {e}")
-    if not isinstance(t, dict) or "kind" not in t:
-        raise WorkbenchError("--target must be a JSON object with a \"kind\", e.g. '{\"kind\": \"llvm\", \"num-cores\": 2}'")
+    if not isinstance(t, dict):
+        raise WorkbenchError("--target must be a JSON object, e.g. '{\"kind\": \"llvm\", \"num-cores\": 2}'")
+    from .engine.session import check_target
+
+    check_target(t)
     return t
 
 

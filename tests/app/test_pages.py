@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import graph_labels, home, session
+from tests.app.apptest import graph_labels, home, session, start
 
 PAGES = ["pages/graph.py", "pages/layouts.py", "pages/loops.py", "pages/tuning.py", "pages/profile.py",
          "pages/sessions.py"]
@@ -67,8 +67,8 @@ def fill_split(app: AppTest, factors: str) -> AppTest:
     app.switch_page("pages/layouts.py").run()
     app.selectbox(key="layout_key").set_value("conv").run()
     app.selectbox(key="layout_prim").set_value("split").run()
-    app.number_input(key="lp_split_dim").set_value(1).run()
-    return app.text_input(key="lp_factors").input(factors).run()
+    app.selectbox(key="lp_split_dim").set_value(1).run()
+    return app.text_input(key="lp_split_factors").input(factors).run()
 
 
 def test_a_primitive_through_the_form_is_recorded(at):
@@ -92,9 +92,9 @@ def test_a_loop_primitive_updates_the_loop_nest(at):
     at.selectbox(key="loop_kernel").set_value("conv").run()
     before = at.code[-1].value
     at.selectbox(key="loop_prim").set_value("parallel").run()
-    at.selectbox(key="la_block").set_value("conv").run()
-    loop = at.selectbox(key="la_loop").options[0]
-    at.selectbox(key="la_loop").set_value(loop).run()
+    at.selectbox(key="la_parallel_block").set_value("conv").run()
+    loop = at.selectbox(key="la_parallel_loop").options[0]
+    at.selectbox(key="la_parallel_loop").set_value(loop).run()
     at.button(key="apply_loop").click().run()
     assert not at.error, [e.value for e in at.error]
     assert session(at).steps[-1].primitive == "parallel"
@@ -107,7 +107,7 @@ def test_a_loop_primitive_tvm_refuses_shows_its_reason_and_changes_nothing(at):
     at.switch_page("pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     at.selectbox(key="loop_prim").set_value("compute_inline").run()
-    at.selectbox(key="la_block").set_value("conv").run()
+    at.selectbox(key="la_compute_inline_block").set_value("conv").run()
     at.button(key="apply_loop").click().run()
     assert session(at).steps == ()
     assert any("compute_inline" in e.value for e in at.error), [e.value for e in at.error]
@@ -173,6 +173,69 @@ def test_tuning_runs_in_a_worker_shows_curves_and_applies_the_result(at):
     at.button(key="tune_apply").click().run()
     tuned = [a for a in session(at).steps if a.kind == "tuned"]
     assert tuned and tuned[0].target == "conv" and tuned[0].get("latency_ms") > 0
+
+
+def _on_sessions_page_with_c1d(app: AppTest) -> AppTest:
+    home(app).selectbox(key="model_pick").set_value("c1d").run()
+    return app.switch_page("pages/sessions.py").run()
+
+
+def _infos(app: AppTest) -> str:
+    return " | ".join(i.value for i in app.info)
+
+
+def test_replays_of_two_tabs_wait_in_one_line_and_a_tab_runs_one_job(at):
+    """Replay runs as a job: with the machine busy, two tabs' replays queue (place shown), the first
+    tab cannot start a tuning beside its replay, and once the slot frees both run, in order."""
+    import fcntl
+
+    from workbench.engine.tuning.worker import JobQueue
+    from workbench.pages import _state
+
+    a, b = _on_sessions_page_with_c1d(at), _on_sessions_page_with_c1d(start())
+    queue = JobQueue.at(_state.WORK_DIR)
+    queue.folder.mkdir(parents=True, exist_ok=True)
+    with open(queue.folder / "slot-0.lock", "w") as busy:  # another job holds the machine's one slot
+        fcntl.flock(busy, fcntl.LOCK_EX)
+        a.button(key="replay").click().run()
+        b.button(key="replay").click().run()
+        assert not a.exception and not b.exception, (a.exception, b.exception)
+        assert "replay queued, #1 in line" in _infos(a) and "replay queued, #2 in line" in _infos(b)
+        a.switch_page("pages/tuning.py").run()
+        a.button(key="tune_start").click().run()
+        assert any("this tab already has a replay job" in e.value and "one job per tab" in e.value
+                   for e in a.error), [e.value for e in a.error]
+        assert a.session_state["replay_job"].status().state == "queued"
+    first, second = a.session_state["replay_job"], b.session_state["replay_job"]
+    assert first.wait(timeout=120).state == "done", first.status()
+    assert second.wait(timeout=120).state == "done", second.status()
+    started = json.loads((second.dir / "slot.json").read_text())["since"]
+    assert started >= json.loads((first.dir / "result.json").read_text())["finished"]
+    b.run()
+    assert any(m.value.startswith("replay ok") for m in b.success), [m.value for m in b.success]
+
+
+def test_an_oversized_session_upload_is_refused_and_changes_nothing(at, monkeypatch):
+    import streamlit
+
+    from workbench.engine.session import MAX_SESSION_MB, dumps, new_session
+
+    before = session(at).to_json()
+    padding = " " * ((MAX_SESSION_MB << 20) + 1)  # valid JSON, one byte too many
+    big = dumps(new_session("gmm")).replace('"actions"', padding + '"actions"').encode()
+
+    class Upload:  # AppTest cannot upload: the page gets this from st.file_uploader instead
+        name = "big.json"
+
+        def getvalue(self) -> bytes:
+            return big
+
+    monkeypatch.setattr(streamlit, "file_uploader", lambda *args, **kwargs: Upload())
+    at.switch_page("pages/sessions.py").run()
+    at.button(key="open_upload").click().run()
+    assert [e.value for e in at.error] == [f"big.json: a session file may be at most {MAX_SESSION_MB} MB; "
+                                           f"this one is {len(big) / 2**20:.1f} MB"]
+    assert session(at).to_json() == before
 
 
 def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp_path):

@@ -17,7 +17,7 @@ from workbench.engine.counters import kernel_counters, perf_counters, perf_unava
 from workbench.engine.footprint import profile_kernel
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.program import make_program
-from workbench.engine.roofline import compulsory_bytes, kernel_point
+from workbench.engine.roofline import compulsory_bytes, kernel_point, reference_points
 from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.roofline import roofline_figure
 
@@ -179,13 +179,27 @@ def test_roofline_bounds_an_elementwise_kernel_by_bandwidth_and_a_large_gmm_by_c
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
 
 
+def test_library_gemms_are_reference_points_on_the_roofline():
+    yard = ceil_mod.Yardstick("PyTorch", 2048, 169.0, 2)
+    c = Ceilings(**{**FAKE.to_json(), "library": (yard,)})
+    (ref,) = reference_points(c)
+    assert (ref.kernel, ref.variant, ref.flops, ref.bytes) == ("PyTorch GEMM 2048", "library", 2 * 2048 ** 3,
+                                                               3 * 2048 * 2048 * 4)
+    assert ref.gflops == pytest.approx(169.0) and ref.intensity == pytest.approx(2048 / 6)
+    assert ref.bound(c) == "compute" and ref.percent_of_roof(c) == pytest.approx(169.0)  # above the measured roof
+    assert reference_points(FAKE) == []
+
+
 def test_ceilings_are_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ALT_WORKBENCH_CACHE", str(tmp_path))
     target = {"kind": "llvm", "num-cores": 2}
     c = get_ceilings(target)
     assert c.peak_gflops > 1.0 and c.copy_gbs > 0.5 and c.triad_gbs > 0.5
     assert c.caches.get("L1d", 0) > 0 and c.line_bytes in (32, 64, 128, 256)
-    assert "peak (FMA kernel)" in format_ceilings(c)
+    assert c.lanes > 0 and c.accumulators > 0 and c.cores == 2 and c.fma_ports == 2
+    assert {y.library for y in c.library} >= {"NumPy"} and all(y.gflops > 0 for y in c.library)
+    text = format_ceilings(c)
+    assert "peak (FMA kernel)" in text and "peak (theoretical)" in text and "NumPy GEMM" in text
 
     def boom(_):
         raise AssertionError("measured again")

@@ -30,17 +30,33 @@ def run_all_buffers(graph, book, seed=0):
 
 def test_conv_bias_relu_takes_the_conv_layout_with_no_conversion_inside():
     g = zoo.load("r18_stem")
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "conv", factor=16))
+    plan = plan_layouts(g, book)
+    o = origins(plan)
+    assert o["conv"] == ("requested", "N C.o H W C.i")
+    assert o["bias"] == ("propagated", "N C.o H W C.i") and o["relu"] == ("propagated", "N C.o H W C.i")
+    assert plan.layout_of("bias").shape == plan.layout_of("relu").shape == (1, 4, 112, 112, 16)
+    # the only conversion brings the graph output back to NCHW, after the fused conv+bias+relu kernel
+    assert [(c.tensor, c.src, c.dst, c.fused) for c in plan.conversions] == [("relu", "relu", "relu@out", False)]
+    assert "original layout" in plan.conversions[0].reason
+    assert [k.ops for k in plan.kernels] == [("pad",), ("conv", "bias", "relu"), ()]
+    assert plan.reads[("bias", "conv")] == "conv" and plan.reads[("relu", "bias")] == "bias"
+    run_all_buffers(g, book)
+
+
+def test_a_split_alone_stores_like_the_original_so_the_graph_output_needs_no_conversion():
+    """Rule 5 (was: a relu@out conversion). C -> C.o C.i keeps every element where it was: conv
+    and bias keep the split loops, the graph output relu stays NCHW and nothing is converted."""
+    g = zoo.load("r18_stem")
     book = apply_layout(g, LayoutBook(), "conv", "split", {"dim": 1, "factors": [4, 16]})
     plan = plan_layouts(g, book)
     o = origins(plan)
     assert o["conv"] == ("requested", "N C.o C.i H W")
     assert o["bias"] == ("propagated", "N C.o C.i H W") and o["relu"] == ("propagated", "N C.o C.i H W")
-    assert plan.layout_of("bias").shape == plan.layout_of("relu").shape == (1, 4, 16, 112, 112)
-    # the only conversion brings the graph output back to NCHW, after the fused conv+bias+relu kernel
-    assert [(c.tensor, c.src, c.dst) for c in plan.conversions] == [("relu", "relu", "relu@out")]
-    assert "original layout" in plan.conversions[0].reason
-    assert [k.ops for k in plan.kernels] == [("pad",), ("conv", "bias", "relu"), ()]
-    assert plan.reads[("bias", "conv")] == "conv" and plan.reads[("relu", "bias")] == "bias"
+    assert plan.layout_of("bias").shape == (1, 4, 16, 112, 112)  # the loops of the layout asked for
+    assert plan.layout_of("relu").is_identity and "graph output stays in it" in plan.origins["relu"].note
+    assert not plan.conversions and plan.outputs == {"relu": "relu"}
+    assert [k.ops for k in plan.kernels] == [("pad",), ("conv", "bias", "relu")]
     run_all_buffers(g, book)
 
 
@@ -98,11 +114,12 @@ def test_two_consecutive_convs_get_a_conversion_between_them():
     b.op("conv_b", "conv2d", y, b.const("conv_b.weight", (16, 16, 3, 3)), padding=1)
     g = b.build()
     assert "conv_a@conv_b" in layout_keys(g)
-    book = apply_layout(g, LayoutBook(), "conv_a@conv_b", "split", {"dim": 1, "factors": [2, 8]})
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "conv_a@conv_b", factor=8))
     plan = plan_layouts(g, book)
     assert len(plan.conversions) == 1
     conv = plan.conversions[0]
     assert (conv.tensor, conv.src, conv.dst) == ("conv_a", "conv_a", "conv_a@conv_b")
+    assert not conv.fused  # between two complex ops: a kernel of its own
     assert plan.reads[("conv_b", "conv_a")] == "conv_a@conv_b"
     assert conv.reason == "conv_a and conv_b are both complex: tuned independently"
     assert [k.name for k in plan.kernels] == ["conv_a", "convert_conv_a_conv_b", "conv_b"]
@@ -110,22 +127,26 @@ def test_two_consecutive_convs_get_a_conversion_between_them():
     run_all_buffers(g, book)
 
 
-def test_r18_block_a_laid_out_tensor_that_conv2_wants_otherwise_gets_a_conversion():
+def test_r18_block_a_laid_out_tensor_that_conv2_wants_otherwise_gets_a_fused_conversion():
+    """The conversion relu1 -> relu1@conv2 runs in conv1's kernel: relu1, conv1's epilogue,
+    writes conv2's layout directly (was: a kernel convert_relu1_conv2 between the two)."""
     g = zoo.load("r18_block")
     book = apply_layout(g, LayoutBook(), "relu1", "split", {"dim": 1, "factors": [4, 16]})
     book = apply_layout(g, book, "relu1@conv2", "reorder", {"perm": [0, 2, 3, 1]})
     plan = plan_layouts(g, book)
-    assert [(c.tensor, c.dst) for c in plan.conversions] == [("relu1", "relu1@conv2")]
+    assert [(c.tensor, c.dst, c.fused, c.into) for c in plan.conversions] == [("relu1", "relu1@conv2", True, "relu1")]
     assert plan.conversions[0].reason == "relu1 already has layout N C.o C.i H W"
     assert plan.buffers["relu1@conv2"].layout.label == "N H W C"
     assert plan.reads[("conv2", "relu1")] == "relu1@conv2"
-    assert [k.name for k in plan.kernels] == ["conv1", "convert_relu1_conv2", "conv2"]
+    assert [k.name for k in plan.kernels] == ["conv1", "conv2"]
+    k1 = plan.kernels[0]
+    assert k1.fused == plan.conversions and k1.outputs == ("relu1@conv2",)  # relu1 itself is never stored
     o = origins(plan)
     assert o["relu1"] == ("requested", "N C.o C.i H W")
     assert o["conv1_bias"] == ("pushed back", "N C.o C.i H W")
     rows = [r for r in plan.report() if r["how"] == "conversion"]
     assert rows == [{"tensor": "relu1", "layout": "N H W C", "how": "conversion", "from": "relu1",
-                     "note": "relu1 already has layout N C.o C.i H W"}]
+                     "note": "relu1 already has layout N C.o C.i H W; fused: relu1 writes it directly", "fused": True}]
     run_all_buffers(g, book)
 
 
@@ -201,10 +222,13 @@ def test_multi_producer_rule_takes_the_first_inputs_layout():
     assert o["add"] == ("propagated", "N C.o C.i H W") and plan.origins["add"].source == "conv2_bias"
     assert "first of the laid-out inputs conv2_bias, data" in plan.origins["add"].note
     assert o["relu2"] == ("propagated", "N C.o C.i H W")
-    # the input arrives in NCHW: a kernel converts it first
-    assert [(c.tensor, c.dst) for c in plan.conversions] == [("data", "data@stored"), ("relu2", "relu2@out")]
+    # the input arrives in NCHW: a kernel converts it first; relu2, the graph output, is split
+    # alone (it stores like NCHW): no conversion back (was: relu2@out)
+    assert [(c.tensor, c.dst, c.fused) for c in plan.conversions] == [("data", "data@stored", False)]
     assert plan.conversions[0].reason == "graph input arrives in its original layout"
     assert plan.kernels[0].conversion is plan.conversions[0]
+    # the fusion goes on across the converted input (was: add, relu2 in a kernel of their own)
+    assert [k.ops for k in plan.kernels] == [(), ("conv1", "conv1_bias", "relu1"), ("conv2", "conv2_bias", "add", "relu2")]
     run_all_buffers(g, book)
 
 
@@ -236,8 +260,10 @@ def test_report_names_origins_and_reasons_for_every_tensor():
 def test_an_input_in_a_new_layout_is_converted_by_a_kernel():
     g = zoo.load("gmm", m=32, n=32, k=32)
     book = apply_layout(g, LayoutBook(), "a", "split", {"dim": 1, "factors": [2, 16]})
+    assert not plan_layouts(g, book).conversions  # a split alone stores like the original (rule 5)
+    book = apply_layout(g, book, "a", "reorder", {"perm": [1, 0, 2]})
     plan = plan_layouts(g, book)
-    assert [c.tensor for c in plan.conversions] == ["a"]
+    assert [(c.tensor, c.fused) for c in plan.conversions] == [("a", False)]
     run_all_buffers(g, book)
 
 

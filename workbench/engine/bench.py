@@ -22,7 +22,6 @@ import datetime as _dt
 import json
 import math
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from .interleave import ROUNDS, Remeasured, Timer, remeasure
 from .layout import LayoutBook
 from .layouts import apply_actions
 from .program import Built, make_program
+from .targets import cpu_name
 from .timing import NOISE
 from .tuning.joint import joint_tune
 from .tuning.loop import tune_loops
@@ -134,15 +134,8 @@ def workload_graph(w: Workload) -> tuple[Graph, str]:
 
 
 def machine_name() -> str:
-    cpu = platform.processor() or "cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores"
+    """The CPU's name and core count, for the results' heading."""
+    return f"{cpu_name()}, {os.cpu_count()} cores"
 
 
 def _call_timer(fn: Callable[[], Any], min_ms: float = SAMPLE_MS) -> Timer:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -46,7 +45,7 @@ import pandas as pd
 import tvm
 from tvm import s_tir, tirx
 
-from .loops import walk_nest
+from .loops import visit_nodes, walk_nest
 
 if TYPE_CHECKING:
     from .ceilings import Ceilings
@@ -128,25 +127,6 @@ class Profile:
 
 ########## Reading the loop nest ##########
 
-_CHILDREN = ("seq", "body", "then_case", "else_case", "block", "init", "value", "a", "b", "args", "indices",
-             "condition", "true_value", "false_value")
-
-
-def _walk(node: Any, visit) -> None:
-    """Depth-first over TIR statements and expressions (the fields that hold children)."""
-    visit(node)
-    for name in _CHILDREN:
-        child = getattr(node, name, None)
-        if child is None or isinstance(child, (int, float, str)):
-            continue
-        if isinstance(child, Sequence):  # lists and TVM arrays
-            for c in child:
-                if isinstance(c, tvm.ir.base.Node):
-                    _walk(c, visit)
-        elif isinstance(child, tvm.ir.base.Node):
-            _walk(child, visit)
-
-
 @dataclass
 class _Loop:
     var: Any
@@ -169,9 +149,9 @@ def _block_accesses(realize: s_tir.SBlockRealize) -> list[Access]:
             found.append(Access(buf.name, tuple(int(s) for s in buf.shape), tvm.DataType(buf.dtype).bits // 8,
                                 tuple(_subst(i, bind) for i in n.indices)))
 
-    _walk(block.body, visit)
+    visit_nodes(block.body, visit)
     if block.init is not None:
-        _walk(block.init, visit)
+        visit_nodes(block.init, visit)
     return found
 
 
@@ -248,7 +228,7 @@ def _distinct(x: np.ndarray) -> np.ndarray:
 
 def _vars(e: Any) -> set:
     out: set = set()
-    _walk(e, lambda n: out.add(n) if type(n).__name__ == "Var" else None)
+    visit_nodes(e, lambda n: out.add(n) if type(n).__name__ == "Var" else None)
     return out
 
 

@@ -136,12 +136,38 @@ class Window:
 ########## Transforms: one per primitive, over the current dims ##########
 
 @dataclass(frozen=True, slots=True)
+class _Padded:
+    """A pad of the dim: ``before`` and ``after`` zeros around ``extent`` elements."""
+
+    before: int
+    after: int
+    extent: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Unfolded:
+    """One of the two dims an unfold made (``part`` 0: the tile index, 1: the window), tagged
+    with the unfold's ``uid`` so fold finds the pair."""
+
+    uid: int
+    part: int
+    unfold: "_Unfold"
+
+
+@dataclass(frozen=True, slots=True)
+class _Slotted:
+    """The dim grew a slot holding ``tensor`` (store_at's host side)."""
+
+    tensor: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Dim:
     """What a current dim is: its name, and its history for inverses and windows."""
 
     name: str
     origin: int | None  # logical dim it still indexes one-to-one (pads allowed), else None
-    hist: tuple = ()  # ("pad", before, after) / ("unfold", uid, part, D, S, B, T) / ("slot", tensor)
+    hist: tuple[_Padded | _Unfolded | _Slotted, ...] = ()
 
 
 class _Transform:
@@ -443,6 +469,71 @@ class Layout:
                      self.shape if t is None else _shape(dims, self.shape, t))
         return new._cancel()
 
+    # The primitives by name, each the same as ``apply(name, ...)``.
+
+    def split(self, dim: int, factors: Sequence[int]) -> Layout:
+        """Split ``dim`` into nested dims, outermost first; one factor may be -1 (inferred), and
+        factors whose product exceeds the extent pad it (the padding holds zeros).
+
+        >>> lay = Layout.identity((1, 64, 56, 56), "NCHW").split(1, [4, 16])
+        >>> lay, lay.forward([0, 37, 5, 6])     # channel 37 = 2 * 16 + 5
+        (Layout(N C.o C.i H W, shape=(1, 4, 16, 56, 56)), [0, 2, 5, 5, 6])
+        """
+        return self.apply("split", dim=dim, factors=list(factors))
+
+    def reorder(self, perm: Sequence[int]) -> Layout:
+        """Store the dims in the order ``perm`` (new dim i is old dim ``perm[i]``).
+
+        >>> lay = Layout.identity((1, 64, 56, 56), "NCHW").reorder([0, 2, 3, 1])
+        >>> lay, lay.forward([0, 37, 5, 6])
+        (Layout(N H W C, shape=(1, 56, 56, 64)), [0, 5, 6, 37])
+        """
+        return self.apply("reorder", perm=list(perm))
+
+    def fuse(self, dims: Sequence[int]) -> Layout:
+        """Fuse adjacent dims, in order, into one.
+
+        >>> lay = Layout.identity((2, 3, 4), "ABC").fuse([1, 2])
+        >>> lay, lay.forward([1, 2, 3])        # 2 * 4 + 3
+        (Layout(A B*C, shape=(2, 12)), [1, 11])
+        """
+        return self.apply("fuse", dims=list(dims))
+
+    def unfold(self, dim: int, tile: int, stride: int) -> Layout:
+        """Cut ``dim`` into overlapping tiles of ``tile`` elements starting every ``stride``
+        (ALT's Eq. 1): the halo of each tile is duplicated, so a sliding window reads one tile.
+
+        >>> lay = Layout.identity((10,), "W").unfold(0, tile=4, stride=2)
+        >>> lay, lay.to_stored(np.arange(10)).tolist()
+        (Layout(W.t W.w, shape=(4, 4)), [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [6, 7, 8, 9]])
+        """
+        return self.apply("unfold", dim=dim, tile=tile, stride=stride)
+
+    def fold(self, dim: int) -> Layout:
+        """Undo the unfold whose tile dim is ``dim``.
+
+        >>> Layout.identity((10,), "W").unfold(0, tile=4, stride=2).fold(0)
+        Layout(W, shape=(10,))
+        """
+        return self.apply("fold", dim=dim)
+
+    def pad(self, dim: int, before: int = 0, after: int = 0) -> Layout:
+        """Add ``before`` and ``after`` zeros around ``dim``.
+
+        >>> lay = Layout.identity((3, 4), "HW").pad(1, before=1, after=2)
+        >>> lay, lay.forward([0, 0]), lay.inverse([0, 0])   # stored (0, 0) is padding
+        (Layout(H W, shape=(3, 7)), [0, 1], ([0, -1], [False, True]))
+        """
+        return self.apply("pad", dim=dim, before=before, after=after)
+
+    def unpad(self, dim: int) -> Layout:
+        """Undo the last pad of ``dim``.
+
+        >>> Layout.identity((3, 4), "HW").pad(1, before=1, after=2).reorder([1, 0]).unpad(0)
+        Layout(W H, shape=(4, 3))
+        """
+        return self.apply("unpad", dim=dim)
+
     def _cancel(self) -> "Layout":
         """An inverse right after its primitive undoes it: drop both, leaving a clean record."""
         if len(self.prims) >= 2:
@@ -515,8 +606,8 @@ class Layout:
         uid = len(self.prims)
         base = self.dims[d]
         t = _Unfold(d, n, int(tile), int(stride), tiles)
-        new = (_Dim(f"{base.name}.t", None, base.hist + (("unfold", uid, 0, t),)),
-               _Dim(f"{base.name}.w", None, base.hist + (("unfold", uid, 1, t),)))
+        new = (_Dim(f"{base.name}.t", None, base.hist + (_Unfolded(uid, 0, t),)),
+               _Dim(f"{base.name}.w", None, base.hist + (_Unfolded(uid, 1, t),)))
         return self.dims[:d] + new + self.dims[d + 1:], t
 
     def _fold(self, dim):
@@ -524,10 +615,11 @@ class Layout:
         if d + 1 >= len(self.dims):
             raise LayoutError(f"fold dim {d}: no unfolded pair starts there in {self.label}")
         a, b = self.dims[d].hist[-1:], self.dims[d + 1].hist[-1:]
-        if not (a and b and a[0][0] == b[0][0] == "unfold" and a[0][1] == b[0][1] and (a[0][2], b[0][2]) == (0, 1)):
+        if not (a and b and isinstance(a[0], _Unfolded) and isinstance(b[0], _Unfolded) and a[0].uid == b[0].uid
+                and (a[0].part, b[0].part) == (0, 1)):
             raise LayoutError(f"fold dim {d}: dims {d},{d + 1} of {self.label} are not the tile and window "
                               f"dims of one unfold")
-        unf = a[0][3]
+        unf = a[0].unfold
         old = self.dims[d]
         name = old.name[:-2] if old.name.endswith(".t") else old.name
         return self.dims[:d] + (_Dim(name, None, old.hist[:-1]),) + self.dims[d + 2:], _Fold(d, unf)
@@ -540,16 +632,16 @@ class Layout:
         if before == after == 0:
             raise LayoutError(f"pad of {self._desc(d)} by 0 and 0 does nothing")
         old = self.dims[d]
-        new = _Dim(old.name, old.origin, old.hist + (("pad", int(before), int(after), self.shape[d]),))
+        new = _Dim(old.name, old.origin, old.hist + (_Padded(int(before), int(after), self.shape[d]),))
         return (self.dims[:d] + (new,) + self.dims[d + 1:],
                 _Shift(d, int(before), self.shape[d], True))
 
     def _unpad(self, dim):
         d = self._dim(dim)
         h = self.dims[d].hist[-1:]
-        if not h or h[0][0] != "pad":
+        if not h or not isinstance(h[0], _Padded):
             raise LayoutError(f"unpad {self._desc(d)}: its last change was not a pad")
-        _, before, _, extent = h[0]
+        before, extent = h[0].before, h[0].extent
         old = self.dims[d]
         return (self.dims[:d] + (_Dim(old.name, old.origin, old.hist[:-1]),) + self.dims[d + 1:],
                 _Shift(d, before, extent, False))
@@ -561,7 +653,7 @@ class Layout:
         """Host side of store_at: ``dim`` grows by one slot that holds ``tensor``."""
         d = self._dim(dim)
         old = self.dims[d]
-        dims = self.dims[:d] + (_Dim(old.name, old.origin, old.hist + (("slot", tensor),)),) + self.dims[d + 1:]
+        dims = self.dims[:d] + (_Dim(old.name, old.origin, old.hist + (_Slotted(tensor),)),) + self.dims[d + 1:]
         t = _Slot(d, self.shape[d])
         prims = self.prims + (Prim.make("store_at", into=f"<{tensor}>", dim=d),)
         return Layout(self.logical, self.names, prims, dims, self.transforms + (t,), _shape(dims, self.shape, t))
@@ -585,7 +677,7 @@ def _shape(dims, old: tuple[int, ...], t: _Transform) -> tuple[int, ...]:
         return old[: t.dim] + (t.unfold.extent,) + old[t.dim + 2:]
     if isinstance(t, _Shift):
         if t.padded:
-            after = dims[t.dim].hist[-1][2]
+            after = dims[t.dim].hist[-1].after
             return old[: t.dim] + (old[t.dim] + t.before + after,) + old[t.dim + 1:]
         return old[: t.dim] + (t.extent,) + old[t.dim + 1:]
     if isinstance(t, _Slot):
@@ -640,6 +732,26 @@ class LayoutBook:
         if prim == "decouple_at":
             return self._decouple_at(name, args)
         return self.with_layout(name, current.apply(prim, **args))
+
+    def store_at(self, name: str, base: Layout, into: str, host_base: Layout, dim: int) -> LayoutBook:
+        """Store tensor ``name`` in an extra slot that ``dim`` of tensor ``into`` grows (e.g. a
+        bias beside its weights); ``base`` and ``host_base`` are their identity layouts.
+
+        >>> bias, weight = Layout.identity((64,), "O"), Layout.identity((64, 3), "OI")
+        >>> book = LayoutBook().store_at("bias", bias, "weight", weight, dim=1)
+        >>> book.get("weight"), book.storage("bias"), book.forward("bias", bias, [5])
+        (Layout(O I, shape=(64, 4)), 'weight', [5, 3])
+        """
+        return self.apply(name, base, "store_at", {"into": into, "dim": dim}, host_base=host_base)
+
+    def decouple_at(self, name: str, dim: int) -> LayoutBook:
+        """Undo the store_at at ``dim`` (of the stored tensor ``name``, or of its host).
+
+        >>> bias, weight = Layout.identity((64,), "O"), Layout.identity((64, 3), "OI")
+        >>> LayoutBook().store_at("bias", bias, "weight", weight, dim=1).decouple_at("bias", 1) == LayoutBook()
+        True
+        """
+        return self._decouple_at(name, {"dim": dim})
 
     def _store_at(self, name: str, current: Layout, args: dict[str, Any], host_base: Layout | None) -> "LayoutBook":
         if set(args) != {"into", "dim"}:

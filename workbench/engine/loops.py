@@ -30,7 +30,7 @@ from tvm import s_tir, tirx
 from .errors import LoopError
 from .step import PrimitiveSpec, Step
 
-__all__ = ["loop_step", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
+__all__ = ["visit_nodes", "loop_step", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
            "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
            "basic_schedule"]
 
@@ -148,6 +148,26 @@ def walk_nest(func: tirx.PrimFunc, on_block: Callable[[s_tir.SBlockRealize, C], 
             walk(stmt.body, ctx)
 
     walk(func.body, ctx)
+
+
+_CHILDREN = ("seq", "body", "then_case", "else_case", "block", "init", "value", "a", "b", "args", "indices",
+             "condition", "true_value", "false_value")
+
+
+def visit_nodes(node: Any, visit: Callable[[Any], None]) -> None:
+    """Every TIR statement and expression under ``node``, depth-first, parents first (TVM 0.27's
+    Python API has no ``post_order_visit`` for TIR); ``walk_nest`` is the structured walk."""
+    visit(node)
+    for name in _CHILDREN:
+        child = getattr(node, name, None)
+        if child is None or isinstance(child, (int, float, str)):
+            continue
+        if isinstance(child, Sequence):  # lists and TVM arrays
+            for c in child:
+                if isinstance(c, tvm.ir.base.Node):
+                    visit_nodes(c, visit)
+        elif isinstance(child, tvm.ir.base.Node):
+            visit_nodes(child, visit)
 
 
 def _nests(func_or_sch: FuncOrSchedule) -> list[tuple[s_tir.SBlockRealize, list[tirx.For]]]:

@@ -58,25 +58,42 @@ def _name(buffer: str) -> str:
 
 
 def lower_kernel(plan: Plan, kernel: Kernel) -> tvm.tirx.PrimFunc:
-    """The kernel as a PrimFunc whose parameters are its input then output buffers."""
+    """The kernel as a PrimFunc whose parameters are its input then output buffers.
+
+    A conversion fused into the kernel (``kernel.fused``) is a stage right after the op that
+    writes its source; when that op is simple and nothing else needs its own layout, the op
+    writes the converted layout directly (ALT's fused conversion: no intermediate buffer)."""
+    from .ops import OPS
+
     g = plan.graph
     tensors: dict[str, te.Tensor] = {
         b: te.placeholder(plan.buffers[b].layout.shape, name=_name(b)) for b in kernel.inputs}
-    steps = ([(kernel.conversion.dst, "layout_transform", [kernel.conversion.tensor], {}, [kernel.conversion.src])]
-             if kernel.conversion else
-             [(plan.writes[op], g.node(op).type, list(g.node(op).inputs), g.node(op).kwargs,
-               [plan.reads[(op, t)] for t in g.node(op).inputs]) for op in kernel.ops])
-    from .ops import OPS
 
-    for out_buf, type_, ins, attrs, bufs in steps:
+    def body_of(type_: str, ins: list[str], attrs: dict, bufs: list[str], tensor: str):
         readers = [_reader(plan, t, b, tensors[b]) for t, b in zip(ins, bufs)]
-        shapes = [g.tensors[t].shape for t in ins]
-        tensor = plan.buffers[out_buf].tensor
-        body = OPS[type_].compute(readers, shapes, attrs, g.tensors[tensor].shape)
-        lay = plan.buffers[out_buf].layout
+        return OPS[type_].compute(readers, [g.tensors[t].shape for t in ins], attrs, g.tensors[tensor].shape)
 
-        tensors[out_buf] = te.compute(lay.shape, _stored_compute(lay, body),
-                                      name=_name(tensor if kernel.ops else kernel.name))
+    def convert_body(conv):
+        return body_of("layout_transform", [conv.tensor], {}, [conv.src], conv.tensor)
+
+    def stage(out_buf: str, body, name: str) -> None:
+        lay = plan.buffers[out_buf].layout
+        tensors[out_buf] = te.compute(lay.shape, _stored_compute(lay, body), name=_name(name))
+
+    if kernel.conversion:
+        stage(kernel.conversion.dst, convert_body(kernel.conversion), kernel.name)
+    read_inside = {plan.reads[(op, t)] for op in kernel.ops for t in g.node(op).inputs}
+    for op in kernel.ops:
+        node, out_buf = g.node(op), plan.writes[op]
+        body = body_of(node.type, list(node.inputs), node.kwargs, [plan.reads[(op, t)] for t in node.inputs], op)
+        mine = [c for c in kernel.fused if c.src == out_buf]
+        # a complex op keeps its own layout (ALT: it never computes a data-changing one), the
+        # conversion reads it; a simple op nobody else reads in its own layout writes the new one
+        direct = bool(mine) and node.kind != "complex" and out_buf not in kernel.outputs and out_buf not in read_inside
+        if not direct:
+            stage(out_buf, body, plan.buffers[out_buf].tensor)
+        for c in mine:
+            stage(c.dst, body if direct else convert_body(c), c.dst)
     params = [tensors[b] for b in kernel.inputs] + [tensors[b] for b in kernel.outputs]
     return te.create_prim_func(params).with_attr("global_symbol", kernel.name)
 

@@ -10,7 +10,7 @@ applied all or nothing.
 >>> PRESETS["alt_tiled"].targets(g)
 ['conv']
 >>> [str(s) for s in preset_actions(g, "blocked", "conv", factor=16)]
-["split(dim=1, factors=[-1, 16])", "reorder(perm=[0, 1, 3, 4, 2])"]
+['split(dim=1, factors=[-1, 16])', 'reorder(perm=[0, 1, 3, 4, 2])']
 """
 
 from __future__ import annotations

@@ -17,18 +17,34 @@ Rules (the paper's, made concrete):
 3. A complex op's own wish for an input (``T@op``) is met by the producer when it is a simple
    op and ``T`` has no layout of its own (the pad writes the conv's unfolded input); otherwise
    a conversion op is inserted on that edge (two consecutive convs get one between them).
-4. Kernels: a complex op fuses with the chain of element-wise ops that follow it.
+4. Kernels: a complex op fuses with the chain of element-wise ops that follow it; the chain
+   goes on across a converted buffer when the conversion can run in the kernel (rule 6).
+5. A layout that stores a tensor exactly as another one does (same stored size, every stored
+   position holding the same element: an identity reorder, a split by the full extent, a fuse
+   of dims...) is that layout as far as storage goes (``same_storage``): no conversion is
+   made between the two. The tensor's ops keep the loops of the layout asked for, but a graph
+   input or output whose layout stores like the original stays in the original one.
+6. ALT's fused conversions (paper section 5): a conversion whose source is written by a simple
+   op (an element-wise op, possibly a complex op's epilogue, or another simple op) runs in that
+   op's kernel, which writes the consumer's layout directly; so does one whose converted buffer
+   the complex op's element-wise epilogue reads (the chain continues across it). A conversion
+   between two complex ops, of a graph input, or back to a graph output's original layout
+   stays a kernel of its own (``Conversion.fused``).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, field, replace
+
+import tvm
 
 from .graph import Graph, Node
 from .layout import Layout, LayoutBook
 from .ops import names_for
 
-__all__ = ["Buffer", "Conversion", "Origin", "Kernel", "Plan", "plan_layouts", "base_layout"]
+__all__ = ["Buffer", "Conversion", "Origin", "Kernel", "Plan", "plan_layouts", "base_layout", "same_storage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +61,9 @@ class Conversion:
     dst: str  # buffer written
     tensor: str
     reason: str
+    #: True when the kernel of op ``into`` writes ``dst`` itself (no kernel of its own)
+    fused: bool = False
+    into: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +79,15 @@ class Origin:
 
 @dataclass(frozen=True, slots=True)
 class Kernel:
-    """One PrimFunc of the program: a fused group of ops, or one conversion."""
+    """One PrimFunc of the program: a fused group of ops (with the conversions fused into it,
+    ``fused``, each written right after its source), or one stand-alone conversion."""
 
     name: str
     ops: tuple[str, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     conversion: Conversion | None = None
+    fused: tuple[Conversion, ...] = ()
 
     @property
     def head(self) -> str:
@@ -94,7 +115,8 @@ class Plan:
         rows = [{"tensor": o.tensor, "layout": o.layout, "how": o.how, "from": o.source, "note": o.note}
                 for o in self.origins.values()]
         rows += [{"tensor": c.tensor, "layout": self.buffers[c.dst].layout.label, "how": "conversion",
-                  "from": c.src, "note": c.reason} for c in self.conversions]
+                  "from": c.src, "note": c.reason + (f"; fused: {c.into} writes it directly" if c.fused else ""),
+                  "fused": c.fused} for c in self.conversions]
         return rows
 
 
@@ -103,10 +125,71 @@ def base_layout(graph: Graph, tensor: str) -> Layout:
     return Layout.identity(t.shape, names_for(t.dims, len(t.shape)))
 
 
-def _requested(graph: Graph, book: LayoutBook) -> dict[str, tuple[Layout, Origin]]:
-    """Rules 1-2: requested layouts, pushed back and propagated across element-wise ops."""
+########## Rule 5: layouts that store alike ##########
+
+def _ravel(idx: list, shape: tuple[int, ...]):
+    flat = 0
+    for i, n in zip(idx, shape):
+        flat = flat * n + i
+    return flat
+
+
+def _unravel(flat, shape: tuple[int, ...]) -> list:
+    out = []
+    for n in reversed(shape):
+        out.append(flat % n if n > 1 else tvm.tirx.const(0, "int64"))
+        flat = flat // n
+    return out[::-1]
+
+
+@functools.lru_cache(maxsize=4096)
+def same_storage(a: Layout, b: Layout) -> bool:
+    """True when ``a`` and ``b`` store a tensor identically: the same number of stored
+    elements, and every stored position (row-major) holds the same logical element, or padding
+    in both. Proved symbolically over ``a``'s stored indices; what cannot be proved counts as
+    different (a conversion too many, never a wrong result).
+
+    >>> nchw = Layout.identity((1, 64, 8, 8), "NCHW")
+    >>> same_storage(nchw, nchw.apply("split", dim=1, factors=[1, 64]))
+    True
+    >>> same_storage(nchw, nchw.apply("reorder", perm=[0, 2, 3, 1]))
+    False
+    """
+    if a.prims == b.prims:
+        return a.logical == b.logical
+    if a.logical != b.logical or math.prod(a.shape) != math.prod(b.shape):
+        return False
+    from tvm.sym.analyzer import Analyzer
+
+    ana = Analyzer()
+    stored = [tvm.tirx.Var(f"s{k}", "int64") for k in range(len(a.shape))]
+    for v, n in zip(stored, a.shape):
+        ana.bind(v, tvm.ir.Range(tvm.tirx.const(0, "int64"), tvm.tirx.const(n, "int64")))
+    try:
+        la, ca = a.inverse(list(stored))
+        lb, cb = b.inverse(_unravel(_ravel(stored, a.shape), b.shape))
+        true = tvm.tirx.const(True, "bool")
+        va, vb = (tvm.tirx.all(*c) if c else true for c in (ca, cb))
+        if (ca or cb) and not ana.can_prove(va == vb):
+            return False
+        return all(ana.can_prove_equal(x, y) or ((ca or cb) and ana.can_prove(tvm.tirx.Or(tvm.tirx.Not(va), x == y)))
+                   for x, y in zip(la, lb))
+    except (tvm.TVMError, TypeError, ValueError):  # an expression the analyzer cannot take: not proved
+        return False
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+########## Rules 1-2: requested and propagated layouts ##########
+
+def _requested(graph: Graph, book: LayoutBook) -> tuple[dict[str, tuple[Layout, Origin]], dict[str, Origin]]:
+    """Rules 1-2: requested layouts, pushed back and propagated across element-wise ops; and
+    the report's notes on the element-wise ops where propagation stopped."""
     got = {t: (lay, Origin(t, lay.label, "requested")) for t, lay in book.layouts
            if "@" not in t and t in graph.tensors}
+    notes: dict[str, Origin] = {}
     shape = lambda t: graph.tensors[t].shape  # noqa: E731
     for node in reversed(graph.nodes):  # push back from a laid-out element-wise output
         lay = got.get(node.name, (None,))[0]
@@ -126,21 +209,19 @@ def _requested(graph: Graph, book: LayoutBook) -> dict[str, tuple[Layout, Origin
         nxt = [c.name for c in graph.consumers(node.name) if c.kind == "complex"]
         src = cands[0]
         if nxt:
-            got.setdefault(f"stop:{node.name}", (None, Origin(
-                node.name, "", "stop", src, f"next op {nxt[0]} is complex: {node.name} converts from "
-                                            f"{got[src][0].label} while computing")))
+            notes.setdefault(node.name, Origin(node.name, "", "stop", src, f"next op {nxt[0]} is complex: {node.name} "
+                                                                           f"converts from {got[src][0].label} while computing"))
             continue
         note = f"copied from {src} across element-wise {node.name}"
         if len(cands) > 1:
             note += f" (first of the laid-out inputs {', '.join(cands)})"
         got[node.name] = (got[src][0], Origin(node.name, got[src][0].label, "propagated", src, note))
-    return got
+    return got, notes
 
 
 def plan_layouts(graph: Graph, book: LayoutBook) -> Plan:
     """Run propagation and decide every buffer's layout, the conversions and the kernels."""
-    got = _requested(graph, book)
-    stops = {k[5:]: v[1] for k, v in got.items() if k.startswith("stop:")}
+    got, notes = _requested(graph, book)
     buffers: dict[str, Buffer] = {}
     conversions: list[Conversion] = []
     current: dict[str, str] = {}  # tensor -> buffer its consumers read by default
@@ -152,18 +233,27 @@ def plan_layouts(graph: Graph, book: LayoutBook) -> Plan:
         return dst
 
     for t in graph.tensors.values():
-        lay, origin = got.get(t.name, (base_layout(graph, t.name), Origin(t.name, "", "default")))
-        origin = origin if t.name in got else stops.get(t.name, origin)
+        base = base_layout(graph, t.name)
+        lay, origin = got.get(t.name, (base, Origin(t.name, "", "default")))
+        origin = origin if t.name in got else notes.get(t.name, origin)
         origins[t.name] = replace(origin, layout=lay.label)
+        alike = t.name in got and same_storage(lay, base)
+        if alike and (t.role == "input" or t.name in graph.outputs):
+            # Rule 5: the caller hands over / reads back the original layout, which this one
+            # stores alike: keep it (the tensor's own ops keep their loops everywhere else)
+            lay = base
+            origins[t.name] = replace(origins[t.name], note=_join(
+                origins[t.name].note, f"stores exactly as {base.label}: the graph "
+                                      f"{'input' if t.role == 'input' else 'output'} stays in it, nothing to convert"))
         prod = graph.producer(t.name)
         if book.attachment(t.name):
             continue  # stored inside its host's buffer (store_at)
         if t.role == "input" and not lay.is_identity:
-            buffers[t.name] = Buffer(t.name, t.name, base_layout(graph, t.name), "input")
+            buffers[t.name] = Buffer(t.name, t.name, base, "input")
             current[t.name] = convert(t.name, f"{t.name}@stored", t.name, lay,
                                       "graph input arrives in its original layout")
-        elif prod is not None and prod.kind == "complex" and lay.advanced:
-            buffers[t.name] = Buffer(t.name, t.name, base_layout(graph, t.name), "op")
+        elif prod is not None and prod.kind == "complex" and lay.advanced and not alike:
+            buffers[t.name] = Buffer(t.name, t.name, base, "op")
             current[t.name] = convert(t.name, f"{t.name}@stored", t.name, lay,
                                       f"{prod.name} is complex and does not write a layout that "
                                       f"changes data ({', '.join(p.name for p in lay.prims)})")
@@ -181,7 +271,7 @@ def plan_layouts(graph: Graph, book: LayoutBook) -> Plan:
         for t in node.inputs:
             want = book.get(f"{t}@{node.name}") if node.kind == "complex" else None
             have = buffers[current[t]].layout
-            if want is None or want == have:
+            if want is None or same_storage(want, have):
                 reads[(node.name, t)] = current[t]
                 continue
             prod = graph.producer(t)
@@ -209,12 +299,40 @@ def plan_layouts(graph: Graph, book: LayoutBook) -> Plan:
         b = current[t]
         outputs[t] = b if buffers[b].layout.is_identity else convert(
             b, f"{t}@out", t, base_layout(graph, t), "graph outputs come back in their original layout")
+    conversions = _fuse(graph, buffers, reads, conversions, outputs)
     plan = Plan(graph, book, buffers, reads, writes, tuple(conversions), outputs, origins)
     return Plan(graph, book, buffers, reads, writes, tuple(conversions), outputs, origins, _kernels(plan))
 
 
+########## Rule 6: fused conversions ##########
+
+def _fuse(graph: Graph, buffers: dict[str, Buffer], reads: dict[tuple[str, str], str],
+          conversions: list[Conversion], outputs: dict[str, str]) -> list[Conversion]:
+    """Mark the conversions that run in their source's producer kernel (rule 6)."""
+    out_bufs = set(outputs.values())
+    marked = []
+    for c in conversions:
+        prod = graph.producer(c.tensor)
+        fused = (prod is not None and c.src == prod.name and buffers[c.src].source == "op"
+                 and c.dst not in out_bufs  # the caller reads outputs: a kernel of their own (see module doc)
+                 and (prod.kind != "complex" or _epilogue_reads(graph, reads, prod, c.dst)))
+        marked.append(replace(c, fused=True, into=prod.name) if fused else c)
+    return marked
+
+
+def _epilogue_reads(graph: Graph, reads: dict[tuple[str, str], str], op: Node, buf: str) -> bool:
+    """True when the only reader of complex ``op``'s converted output ``buf`` is its element-wise
+    epilogue (the single consumer its chain continues with)."""
+    cons = graph.consumers(op.name)
+    return (len(cons) == 1 and cons[0].kind == "elementwise" and op.name not in graph.outputs
+            and reads[(cons[0].name, op.name)] == buf)
+
+
+########## Rule 4: kernels ##########
+
 def _kernels(plan: Plan) -> tuple[Kernel, ...]:
-    """Rule 4, in execution order, with each conversion right before its first reader."""
+    """Rule 4, in execution order, with each stand-alone conversion right before its first
+    reader and each fused one in the kernel of the op it is fused into."""
     g = plan.graph
     order = {n.name: k for k, n in enumerate(g.nodes)}
     by_dst = {c.dst: c for c in plan.conversions}
@@ -223,34 +341,59 @@ def _kernels(plan: Plan) -> tuple[Kernel, ...]:
 
     def need(buf: str) -> None:
         conv = by_dst.get(buf)
-        if conv and buf not in emitted:
+        if conv and not conv.fused and buf not in emitted:
             need(conv.src)
             emitted.add(buf)
             out.append(Kernel(_ident(f"convert_{buf}"), (), (conv.src,), (buf,), conv))
 
+    chains: list[list[Node]] = []
     taken: set[str] = set()
     for node in g.nodes:
-        if node.name in taken:
-            continue
-        chain = _chain(g, plan, node, order)
-        taken.update(n.name for n in chain)
-        ins, written = [], {plan.writes[n.name] for n in chain}
+        if node.name not in taken:
+            chains.append(_chain(g, plan, node, order))
+            taken.update(n.name for n in chains[-1])
+    kernel_of = {n.name: k for k, chain in enumerate(chains) for n in chain}
+    # who reads each buffer from outside the kernel that writes it
+    readers: dict[str, set[int | str]] = {}
+    for (op, _), b in plan.reads.items():
+        readers.setdefault(b, set()).add(kernel_of[op])
+    for c in plan.conversions:
+        readers.setdefault(c.src, set()).add(kernel_of[c.into] if c.fused else c.dst)
+    for b in plan.outputs.values():
+        readers.setdefault(b, set()).add("caller")
+
+    for k, chain in enumerate(chains):
+        names = {n.name for n in chain}
+        fused = [c for c in plan.conversions if c.fused and c.into in names]
+        written = [b for n in chain for b in [plan.writes[n.name]] + [c.dst for c in fused if c.into == n.name]]
+        ins: list[str] = []
         for n in chain:
             for t in n.inputs:
                 b = plan.reads[(n.name, t)]
                 need(b)
                 if b not in written and b not in ins:
                     ins.append(b)
-        outs = [plan.writes[n.name] for n in chain
-                if n is chain[-1] or n.name in g.outputs
-                or any(c not in chain for c in g.consumers(n.name))]
-        out.append(Kernel(_ident(node.name), tuple(n.name for n in chain), tuple(ins), tuple(outs)))
+        outs = [b for b in written if readers.get(b, set()) - {k}] or [written[-1]]
+        out.append(Kernel(_ident(chain[0].name), tuple(n.name for n in chain), tuple(ins), tuple(outs),
+                          fused=tuple(fused)))
     for buf in plan.outputs.values():
         need(buf)
     return tuple(out)
 
 
 def _chain(g: Graph, plan: Plan, head: Node, order: dict[str, int]) -> list[Node]:
+    """The head and the element-wise ops that fuse after it: each the single consumer of the
+    previous one, reading it as written there (or through a conversion fused there), with
+    every other input ready before the head runs."""
+    by_dst = {c.dst: c for c in plan.conversions}
+
+    def before_head(buf: str) -> bool:
+        conv = by_dst.get(buf)
+        if conv is not None:  # fused: its op's kernel; stand-alone: emitted right before
+            return before_head(conv.src) if not conv.fused else order[conv.into] < order[head.name]
+        p = g.producer(plan.buffers[buf].tensor)
+        return p is None or order[p.name] < order[head.name]
+
     chain = [head]
     if head.kind != "complex":
         return chain
@@ -260,9 +403,10 @@ def _chain(g: Graph, plan: Plan, head: Node, order: dict[str, int]) -> list[Node
         if len(cons) != 1 or cur.name in g.outputs:
             return chain
         c = cons[0]
-        ready = all(plan.reads[(c.name, t)] == plan.writes[cur.name] if t == cur.name
-                    else (g.producer(t) is None or order[g.producer(t).name] < order[head.name])
-                    and plan.buffers[plan.reads[(c.name, t)]].source != "conversion" for t in c.inputs)
+        own = plan.reads[(c.name, cur.name)]
+        via = by_dst.get(own)
+        ready = (own == plan.writes[cur.name] or (via is not None and via.fused and via.into == cur.name)) and all(
+            before_head(plan.reads[(c.name, t)]) for t in c.inputs if t != cur.name)
         if c.kind != "elementwise" or not ready:
             return chain
         chain.append(c)

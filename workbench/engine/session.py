@@ -36,12 +36,13 @@ from .targets import DEFAULT_TARGET
 from .step import Step
 
 __all__ = ["FORMAT", "VERSION", "Session", "State", "KernelSchedule", "replay", "load", "load_state", "save", "loads",
-           "loads_state", "dumps", "parse", "new_session", "safe_path", "list_sessions",
+           "loads_state", "dumps", "parse", "check_target", "new_session", "safe_path", "list_sessions",
            "write_atomic"]
 
 FORMAT = "alt-workbench-session"
 VERSION = 1
 MAX_SESSION_MB = 5  # a larger file is refused; .streamlit/config.toml's maxUploadSize matches (MiB, as Streamlit)
+_CPU = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
 
@@ -243,6 +244,21 @@ def replay(session: Session) -> State:
 
 ########## File format ##########
 
+def check_target(target: Mapping) -> None:
+    """Refuse a target this workbench cannot build for, naming the field (before TVM sees it)."""
+    kind = target.get("kind")
+    if kind is None:
+        raise SessionError('field "target": needs a "kind" (e.g. {"kind": "llvm", "num-cores": 2})')
+    if kind != "llvm":
+        raise SessionError(f'field "target": target kind {kind!r} is not supported here (only "llvm": CPUs)')
+    cores = target.get("num-cores", 1)
+    if not isinstance(cores, int) or isinstance(cores, bool) or not 1 <= cores <= 256:
+        raise SessionError(f'field "target": "num-cores" must be an integer in [1, 256], got {cores!r}')
+    cpu = target.get("mcpu")
+    if cpu is not None and not (isinstance(cpu, str) and _CPU.match(cpu)):
+        raise SessionError(f'field "target": "mcpu" must be an LLVM CPU name such as "znver3", got {cpu!r}')
+
+
 def parse(text: str) -> Session:
     """Parse a session file and check its structure (no replay: see ``loads_state``)."""
     if (size := len(text.encode())) > MAX_SESSION_MB << 20:
@@ -262,8 +278,7 @@ def parse(text: str) -> Session:
             raise SessionError(f'field "{f}" must be a {typ.__name__}, got {type(d.get(f)).__name__}')
     if not _NAME.match(d["name"]):
         raise SessionError(f'field "name": {d["name"]!r} is not a valid session name (letters, digits, _ . -)')
-    if "kind" not in d["target"]:
-        raise SessionError('field "target": needs a "kind" (e.g. {"kind": "llvm", "num-cores": 2})')
+    check_target(d["target"])
     steps = tuple(Step.from_json(a, i) for i, a in enumerate(d["actions"]))
     return Session(d["name"], d["target"], d["model"], steps)
 

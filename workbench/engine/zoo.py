@@ -1,17 +1,22 @@
 """The model zoo: small graphs written with ``GraphBuilder``, one per ALT workload type.
 
 Every model documents its ops and tensors; the app and session files use these names.
-``MODELS`` maps a zoo name to its builder; ``load(name, **options)`` builds one.
+``MODELS`` maps a zoo name to its builder; ``load(name, **options)`` builds one after checking
+the options against the model's declared schema (``OPTIONS``): type, range, divisibility and a cap
+on tensor size, so a bad option is refused with a message naming it before TVM sees a shape.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from .errors import GraphError
 from .graph import Graph, GraphBuilder
 
-__all__ = ["MODELS", "load", "DEFAULT_MODEL"]
+__all__ = ["MODELS", "OPTIONS", "IntOption", "load", "check_options", "DEFAULT_MODEL", "MAX_TENSOR_ELEMENTS"]
 
 DEFAULT_MODEL = "r18_stem"
 
@@ -186,11 +191,70 @@ MODELS: dict[str, Callable[..., Graph]] = {
 }
 
 
-def load(name: str, **options) -> Graph:
-    """Build zoo model ``name`` (options such as ``batch``)."""
+#: the largest tensor a model may have (2**28 fp32 elements = 1 GiB): beyond it, buffers overflow
+#: TVM's int32 indexing and this machine's memory
+MAX_TENSOR_ELEMENTS = 1 << 28
+
+
+@dataclass(frozen=True)
+class IntOption:
+    """An integer model option in ``[lo, hi]``, a multiple of ``multiple_of`` (an int, or the
+    name of another option)."""
+
+    lo: int = 1
+    hi: int = 1 << 16
+    multiple_of: int | str = 1
+
+    def check(self, model: str, name: str, value: Any, options: dict[str, Any]) -> None:
+        where = f'model option "{name}" of {model}'
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise GraphError(f"{where} must be an integer in [{self.lo}, {self.hi}], got {value!r}")
+        if not self.lo <= value <= self.hi:
+            raise GraphError(f"{where} must be in [{self.lo}, {self.hi}], got {value}")
+        div = options.get(self.multiple_of, 1) if isinstance(self.multiple_of, str) else self.multiple_of
+        if isinstance(div, int) and div > 0 and value % div:
+            by = f"{self.multiple_of} ({div})" if isinstance(self.multiple_of, str) else str(div)
+            raise GraphError(f"{where} must be a multiple of {by}, got {value}")
+
+
+_BATCH = IntOption(1, 256)
+#: model -> option -> its schema (every builder parameter is declared)
+OPTIONS: dict[str, dict[str, IntOption]] = {name: {"batch": _BATCH} for name in MODELS}
+OPTIONS["bert_tiny_layer"] = {"batch": IntOption(1, 1), "seq": IntOption(1, 4096),
+                              "hidden": IntOption(1, 4096, "heads"), "heads": IntOption(1, 64)}
+OPTIONS["gmm"] = {"batch": IntOption(1, 1), "m": IntOption(1, 65536), "n": IntOption(1, 65536),
+                  "k": IntOption(1, 65536)}
+
+
+def check_options(name: str, options: dict[str, Any]) -> None:
+    """Refuse an unknown model, an unknown option or a value outside its schema, naming it."""
     if name not in MODELS:
         raise GraphError(f"unknown zoo model {name!r}; known: {', '.join(MODELS)}")
-    try:
-        return MODELS[name](**options)
-    except TypeError as e:
-        raise GraphError(f"bad options {options} for zoo model {name}: {e}") from None
+    schema = OPTIONS[name]
+    if unknown := sorted(set(options) - set(schema), key=str):
+        raise GraphError(f"unknown model option {unknown[0]!r} for {name}; it takes: {', '.join(schema) or 'none'}")
+    full = {**_defaults(name), **options}
+    for opt, value in options.items():
+        schema[opt].check(name, opt, value, full)
+
+
+def _defaults(name: str) -> dict[str, Any]:
+    params = inspect.signature(MODELS[name]).parameters.values()
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+
+
+def load(name: str, **options) -> Graph:
+    """Build zoo model ``name`` with ``options`` (such as ``batch``), checked first.
+
+    >>> load("gmm", m=64.5)
+    Traceback (most recent call last):
+    ...
+    workbench.engine.errors.GraphError: model option "m" of gmm must be an integer in [1, 65536], got 64.5
+    """
+    check_options(name, options)
+    graph = MODELS[name](**options)
+    big = max(graph.tensors.values(), key=lambda t: math.prod(t.shape))
+    if (n := math.prod(big.shape)) > MAX_TENSOR_ELEMENTS:
+        raise GraphError(f"tensor {big.name} of {name} would have {n:,} elements ({'x'.join(map(str, big.shape))}), "
+                         f"over the limit of {MAX_TENSOR_ELEMENTS:,}; use smaller model options")
+    return graph

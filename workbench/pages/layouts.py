@@ -8,23 +8,17 @@ import streamlit as st
 
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.step import Step
-from workbench.engine.layout import INVERSES, PRIMITIVES
+from workbench.engine.layout import PRIMITIVES
 from workbench.engine.layouts import access_text, apply_actions, apply_layout, current, layout_keys
 from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.propagate import plan_layouts
 from workbench.pages import _state
+from workbench.pages._forms import FormContext, parse_ints, primitive_form
 
 st.title("Layouts")
 state = _state.state()
 graph, book = state.graph, state.book
 _state.show_messages()
-
-
-def _ints(text: str, what: str) -> list[int]:
-    try:
-        return [int(x) for x in text.replace("[", "").replace("]", "").split(",") if x.strip()]
-    except ValueError:
-        raise WorkbenchError(f"{what}: write integers separated by commas, got {text!r}") from None
 
 
 def _describe(key: str, lay) -> dict:
@@ -45,32 +39,11 @@ prim_tab, preset_tab = st.tabs(["Primitive", "Preset"])
 
 with prim_tab:
     prim = st.selectbox("Primitive", list(PRIMITIVES), key="layout_prim",
-                        format_func=lambda p: f"{p} (inverse of {INVERSES[p]})" if p in INVERSES else p)
-    rank = len(lay.shape)
-    args: dict = {}
-    cols = st.columns(max(1, len(PRIMITIVES[prim])))
+                        format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
+    ctx = FormContext(dims=[d.name for d in lay.dims], tensors=graph.constants)
     try:
-        for col, name in zip(cols, PRIMITIVES[prim]):
-            with col:
-                if name == "dim":
-                    args["dim"] = int(st.number_input(f"dim (0..{rank - 1})", 0, rank - 1, min(1, rank - 1),
-                                                      key=f"lp_{prim}_dim"))
-                elif name == "factors":
-                    ext = lay.shape[args.get("dim", 0)]
-                    args["factors"] = _ints(st.text_input(f"factors (product = {ext}; -1 infers one)", f"-1, 16",
-                                                          key="lp_factors"), "factors")
-                elif name in ("perm", "dims"):
-                    guess = ", ".join(map(str, range(rank))) if name == "perm" else "1, 2"
-                    args[name] = _ints(st.text_input(f"{name} (dims 0..{rank - 1})", guess, key=f"lp_{name}"), name)
-                elif name in ("tile", "stride"):
-                    args[name] = int(st.number_input(name, 1, 4096, 4, key=f"lp_{name}"))
-                elif name in ("before", "after"):
-                    args[name] = int(st.number_input(f"{name} (zeros)", 0, 4096, 0, key=f"lp_{name}"))
-                elif name == "into":
-                    consts = graph.constants or ["(no constant)"]
-                    args["into"] = st.selectbox("into (a constant)", consts, key="lp_into")
-        preview = apply_layout(graph, book, key, prim, args)
-        new = current(graph, preview, key)
+        args = primitive_form(prim, PRIMITIVES[prim], ctx, "lp")
+        new = current(graph, apply_layout(graph, book, key, prim, args), key)
         ok = True
     except WorkbenchError as e:
         st.warning(f"Not applicable: {e}", icon=":material/warning:")
@@ -84,32 +57,28 @@ with prim_tab:
                     f"{prim} applied to {key}"))
 
 with preset_tab:
-    name = st.selectbox("Preset", list(PRESETS), key="preset_name",
-                        format_func=lambda p: f"{p} (on a {PRESETS[p][1]})")
-    applies = PRESETS[name][1]
-    if applies == "tensor":
-        target = key
-    else:
-        want = "conv" if "conv" in applies else "matmul"
-        ops = [n.name for n in graph.nodes if n.kind == "complex" and n.type.startswith(want)]
-        if not ops:
-            st.info(f"{graph.name} has no {want} op for this preset.")
-            st.stop()
-        target = st.selectbox("Op", ops, index=ops.index(sel) if sel in ops else 0, key="preset_op")
+    name = st.selectbox("Preset", list(PRESETS), key="preset_name", format_func=lambda p: PRESETS[p].label)
+    preset = PRESETS[name]
+    targets = preset.targets(graph)
+    if not targets:
+        st.info(f"{graph.name} has nothing {preset.label.split('(', 1)[1][:-1]} for this preset.")
+        st.stop()
+    pick = key if key in targets else sel
+    target = st.selectbox("Applied to", targets, index=targets.index(pick) if pick in targets else 0,
+                          key="preset_target")
     params: dict = {}
-    defaults = PRESETS[name][2]
-    pcols = st.columns(max(1, len(defaults)))
+    pcols = st.columns(max(1, len(preset.defaults)))
     try:
-        for col, (p, d) in zip(pcols, defaults.items()):
+        for col, (p, d) in zip(pcols, preset.defaults.items()):
             with col:
                 if p == "tiles":
-                    params[p] = _ints(st.text_input("tiles (one per spatial dim, e.g. ht, wt)", "4, 16",
-                                                    key="pp_tiles"), "tiles")
+                    params[p] = parse_ints(st.text_input("tiles (one per spatial dim, e.g. ht, wt)", "4, 16",
+                                                         key="pp_tiles"), "tiles")
                 else:
                     params[p] = int(st.number_input(p, 1, 4096, int(d), key=f"pp_{p}"))
         acts = preset_actions(graph, name, target, **params)
         preview = apply_actions(graph, book, acts)
-        touched = list(dict.fromkeys(k for k, _, _ in acts))
+        touched = list(dict.fromkeys(a.target for a in acts))
         st.markdown(f"**Preview**: {len(acts)} primitives on {', '.join(touched)}")
         st.dataframe(pd.DataFrame([_describe(k, current(graph, preview, k)) for k in touched]), hide_index=True,
                      width="stretch", key="pp_preview")

@@ -9,7 +9,9 @@ import streamlit as st
 from workbench.engine.loops import PRIMITIVES, diff
 from workbench.engine.step import Step
 from workbench.engine.views import nest_view
+from workbench.engine.errors import WorkbenchError
 from workbench.pages import _state
+from workbench.pages._forms import FormContext, primitive_form
 
 st.title("Loops")
 state = _state.state()
@@ -29,31 +31,11 @@ with st.expander("Blocks and loops (outermost first)", expanded=True):
                  hide_index=True, width="stretch", key="loop_table")
 
 prim = st.selectbox("Loop primitive", list(PRIMITIVES), key="loop_prim", format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
-spec = PRIMITIVES[prim]
-args: dict = {}
-cols = st.columns(len(spec.args))
+ctx = FormContext(blocks=blocks, loops={b: [(lp.name, lp.extent) for lp in loops[b]] for b in blocks})
 try:
-    for col, (name, kind) in zip(cols, spec.args.items()):
-        with col:
-            owner = args.get(spec.loop_of, blocks[0])
-            if kind == "block":
-                args[name] = st.selectbox(name, blocks, key=f"la_{name}")
-            elif kind == "loop":
-                opts = [f"{lp.name}" for lp in loops.get(owner, [])]
-                args[name] = st.selectbox(f"{name} of {owner}", opts, key=f"la_{name}",
-                                          format_func=lambda n, o=owner: f"{n} ({next(l.extent for l in loops[o] if l.name == n)})")
-            elif kind == "loops":
-                args[name] = st.multiselect(f"{name} of {owner}", [lp.name for lp in loops.get(owner, [])],
-                                            key=f"la_{name}")
-            elif kind == "int":
-                args[name] = int(st.number_input(name, 0, 64, int(spec.defaults.get(name, 0)), key=f"la_{name}"))
-            elif kind == "ints":
-                text = st.text_input(f"{name} (comma-separated; one may be null)", "null, 16", key=f"la_{name}")
-                args[name] = [None if x.strip() in ("null", "None", "") else int(x) for x in text.split(",")]
-            else:
-                args[name] = st.text_input(name, str(spec.defaults.get(name, "")), key=f"la_{name}")
-except ValueError as e:
-    st.warning(f"{prim}: arguments must be integers or null ({e})")
+    args = primitive_form(prim, PRIMITIVES[prim], ctx, "la")
+except WorkbenchError as e:
+    st.warning(f"{prim}: {e}")
     st.stop()
 
 after = view.script

@@ -1,0 +1,87 @@
+"""The benchmark's re-measurement: interleaving, medians, spreads, the second set of a noisy
+contender and its flag (on scripted timers), then one tiny workload end to end."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from workbench.engine import bench
+from workbench.engine.interleave import interleaved_samples, remeasure
+from workbench.engine.targets import DEFAULT_TARGET
+
+
+def scripted(values: dict[str, list[float]], log: list[str]) -> dict:
+    """Timers that return their scripted samples in turn and log who was called."""
+    its = {name: iter(v) for name, v in values.items()}
+
+    def timer(name):
+        def sample():
+            log.append(name)
+            return next(its[name])
+        return sample
+
+    return {name: timer(name) for name in values}
+
+
+def test_contenders_are_measured_in_turn():
+    log: list[str] = []
+    got = interleaved_samples(scripted({n: [1.0] * 3 for n in "ABCD"}, log), rounds=3)
+    assert "".join(log) == "ABCD" * 3
+    assert got == {n: [1.0] * 3 for n in "ABCD"}
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        interleaved_samples({}, rounds=0)
+
+
+def test_medians_and_spreads_of_quiet_contenders():
+    log: list[str] = []
+    got = remeasure(scripted({"A": [1.0, 1.02, 0.98, 1.0, 1.01], "B": [2.0, 2.1, 2.0, 1.95, 2.0]}, log), rounds=5)
+    assert "".join(log) == "AB" * 5  # nobody measured again
+    assert got["A"].median_ms == 1.0 and got["A"].relative_spread == pytest.approx(0.04)
+    assert got["B"].median_ms == 2.0 and got["B"].relative_spread == pytest.approx(0.075)
+    assert not got["A"].noisy and not got["B"].noisy and got["A"].stats.rounds == 1
+
+
+def test_a_noisy_contender_is_measured_again_then_flagged_if_still_noisy():
+    log: list[str] = []
+    script = {"A": [1.0] * 3,
+              "B": [2.0, 3.0, 2.0] + [2.0, 2.02, 2.0],  # noisy, then quiet: the quiet set is reported
+              "C": [3.0] * 3,
+              "D": [1.0, 2.0, 1.0] + [1.0, 1.5, 1.2]}   # noisy twice: the quieter set, flagged
+    got = remeasure(scripted(script, log), rounds=3, noise=0.10)
+    assert "".join(log) == "ABCD" * 3 + "BD" * 3
+    assert (got["B"].median_ms, got["B"].noisy, got["B"].stats.rounds) == (2.0, False, 2)
+    assert got["B"].relative_spread == pytest.approx(0.01)
+    assert (got["D"].median_ms, got["D"].noisy, got["D"].stats.rounds) == (1.2, True, 2)
+    assert got["D"].relative_spread == pytest.approx(0.5 / 1.2)
+    assert not got["A"].noisy and got["C"].median_ms == 3.0 and got["C"].stats.rounds == 1
+
+
+def test_a_row_reports_remeasured_figures_beside_the_tuning_ones():
+    log: list[str] = []
+    got = remeasure(scripted({"metaschedule": [2.0] * 2, "joint": [1.0] * 2, "torch": [0.5, 1.0] * 2}, log),
+                    rounds=2)
+    row = bench.BenchRow("w", "conv2d", 8, joint_layout="default", joint_conversions_ms=0.0, verified=True,
+                         date="d", machine="m", metaschedule_tuning_ms=1.5, joint_tuning_ms=0.9,
+                         **bench._remeasured_fields(got, 2))
+    d = row.as_dict()
+    assert list(d) == bench.COLUMNS
+    assert (d["metaschedule_ms"], d["joint_ms"], d["numpy_ms"], d["numpy_spread"]) == (2.0, 1.0, None, None)
+    assert d["joint_vs_metaschedule"] == 2.0 and d["joint_vs_torch"] == pytest.approx(0.75)
+    assert (d["metaschedule_tuning_ms"], d["joint_tuning_ms"], d["noisy"]) == (1.5, 0.9, "torch")
+
+
+def test_a_tiny_bench_remeasures_every_contender(tmp_path):
+    w = bench.Workload("gmm_tiny", "matmul", (64, 64), (64, 64), {})
+    steps: list[str] = []
+    (row,) = bench.run_bench([w], 8, tmp_path, dict(DEFAULT_TARGET), rounds=3, on_step=steps.append)
+    assert row.verified and "interleaved, 3 rounds" in steps[-1]
+    for name in bench.CONTENDERS:
+        assert getattr(row, f"{name}_ms") > 0 and getattr(row, f"{name}_spread") >= 0
+    assert row.metaschedule_tuning_ms > 0 and row.joint_tuning_ms > 0 and row.rounds == 3
+    with (tmp_path / "results.csv").open() as f:
+        (saved,) = list(csv.DictReader(f))
+    assert float(saved["joint_vs_torch"]) == pytest.approx(row.torch_ms / row.joint_ms, rel=1e-3)
+    assert float(saved["joint_vs_metaschedule"]) == pytest.approx(row.metaschedule_ms / row.joint_ms, rel=1e-3)
+    assert "joint ms (tuning)" in (tmp_path / "results.md").read_text()
