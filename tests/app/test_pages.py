@@ -68,7 +68,7 @@ def fill_split(app: AppTest, factors: str) -> AppTest:
     app.selectbox(key="layout_key").set_value("conv").run()
     app.selectbox(key="layout_prim").set_value("split").run()
     app.selectbox(key="lp_split_dim").set_value(1).run()
-    return app.text_input(key="lp_split_factors").input(factors).run()
+    return app.text_input(key="lp_split_factors_64").input(factors).run()
 
 
 def test_a_primitive_through_the_form_is_recorded(at):
@@ -85,6 +85,28 @@ def test_an_invalid_primitive_shows_the_engine_message_and_changes_nothing(at):
     assert session(at).steps == ()
     at.switch_page("pages/graph.py").run()
     assert "[N C H W]" in graph_labels(at) and not at.exception
+
+
+def test_a_split_over_covering_a_dim_says_it_pads(at):
+    fill_split(at, "5, 13")
+    assert any("pads C 64 -> 65" in i.value for i in at.info), [i.value for i in at.info]
+    assert not at.button(key="apply_prim").disabled
+
+
+def test_the_default_loop_split_applies_to_every_loop(at):
+    """The factors' default divides the chosen loop's extent, whichever loop it is."""
+    at.switch_page("pages/loops.py").run()
+    at.selectbox(key="loop_kernel").set_value("conv").run()
+    at.selectbox(key="loop_prim").set_value("split").run()
+    at.selectbox(key="la_split_block").set_value("conv").run()
+    for loop in at.selectbox(key="la_split_loop").options[:4]:
+        at.selectbox(key="la_split_loop").set_value(loop).run()
+        text = next(t.value for t in at.text_input if t.key.startswith("la_split_factors"))
+        extent = int(at.text_input[-1].label.rsplit("extent ", 1)[1].rstrip(")"))
+        assert text == f"-1, {max(f for f in range(1, 17) if extent % f == 0)}"
+    at.button(key="apply_loop").click().run()
+    assert not at.error, [e.value for e in at.error]
+    assert session(at).steps[-1].primitive == "split"
 
 
 def test_a_loop_primitive_updates_the_loop_nest(at):

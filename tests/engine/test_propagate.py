@@ -282,3 +282,149 @@ def test_an_empty_book_is_the_default_plan():
     assert not plan.conversions and all(o.how == "default" for o in plan.origins.values())
     assert all(b.layout.is_identity for b in plan.buffers.values())
     assert [k.ops for k in plan.kernels] == [("conv1", "conv1_bias", "relu1"), ("conv2", "conv2_bias", "add", "relu2")]
+
+
+########## Rule 5: layouts that store like the original are never converted ##########
+
+def _small_conv_graph():
+    b = GraphBuilder("small")
+    x = b.input("data", (1, 8, 7, 5))
+    y = b.op("conv", "conv2d", x, b.const("conv.weight", (6, 8, 3, 3)), padding=1)
+    r = b.op("relu", "relu", y)
+    b.op("conv2", "conv2d", r, b.const("conv2.weight", (4, 6, 3, 3)), padding=1)
+    return b.build()
+
+
+# (primitives) on a rank-4 tensor whose dim 1 has extent 8 or 6, dim 2 7, dim 3 5: all store alike
+IDENTITY_LAYOUTS = {
+    "identity reorder": [("reorder", {"perm": [0, 1, 2, 3]})],
+    "split by the full extent": [("split", {"dim": 1, "factors": [1, -1]})],
+    "split into the full extent": [("split", {"dim": 2, "factors": [7, 1]})],
+    "split alone": [("split", {"dim": 3, "factors": [-1, 5]}), ("split", {"dim": 1, "factors": [2, -1]})],
+    "fuse": [("fuse", {"dims": [2, 3]})],
+    "fuse then split back": [("fuse", {"dims": [1, 2]}), ("split", {"dim": 1, "factors": [-1, 7]})],
+    "unit dim moved": [("reorder", {"perm": [1, 0, 2, 3]})],
+    "unfold into one full tile": [("unfold", {"dim": 2, "tile": 7, "stride": 7})],
+}
+
+
+@pytest.mark.parametrize("name", list(IDENTITY_LAYOUTS))
+@pytest.mark.parametrize("key", ["data", "data@conv", "conv", "relu", "relu@conv2", "conv2"])
+def test_identity_layouts_produce_zero_conversion_ops(name, key):
+    g = _small_conv_graph()
+    book = LayoutBook()
+    for prim, args in IDENTITY_LAYOUTS[name]:
+        book = apply_layout(g, book, key, prim, args)
+    assert book.get(key) is not None and not book.get(key).is_identity  # a layout was recorded
+    plan = plan_layouts(g, book)
+    assert not plan.conversions, [(c.tensor, c.dst) for c in plan.conversions]
+    assert not any(k.conversion for k in plan.kernels)
+    if key in g.tensors and (g.tensors[key].role == "input" or key in g.outputs):
+        assert plan.buffers[key].layout.is_identity  # the caller's array as it is
+    run_all_buffers(g, book)
+
+
+def test_same_storage_compares_what_is_stored_not_the_primitive_lists():
+    nchw = Layout.identity((2, 64, 5, 7), "NCHW")
+    blocked = nchw.apply("split", dim=1, factors=[4, 16]).apply("reorder", perm=[0, 1, 3, 4, 2])
+    assert same_storage(nchw, nchw.apply("split", dim=1, factors=[4, 16]))
+    assert same_storage(blocked, blocked.apply("reorder", perm=[0, 1, 2, 3, 4]))
+    assert same_storage(blocked.apply("fuse", dims=[2, 3]), blocked)
+    assert not same_storage(nchw, blocked)
+    assert not same_storage(nchw, nchw.apply("reorder", perm=[0, 2, 3, 1]))
+    assert not same_storage(nchw, nchw.apply("pad", dim=2, before=1, after=0))  # more elements
+    assert not same_storage(nchw, nchw.apply("split", dim=2, factors=[-1, 4]))  # 5 -> 2 x 4: padding
+    # the same padding and the same order store alike
+    padded = nchw.apply("pad", dim=3, before=1, after=1)
+    assert same_storage(padded, padded.apply("split", dim=3, factors=[1, 9]))
+    assert not same_storage(padded, nchw.apply("pad", dim=3, before=2, after=0))
+    # two unfolds with overlapping tiles: the duplicates must sit in the same places
+    unf = nchw.apply("unfold", dim=3, tile=3, stride=2)
+    assert same_storage(unf, unf.apply("reorder", perm=[0, 1, 2, 3, 4]))
+    assert not same_storage(unf, nchw.apply("unfold", dim=3, tile=4, stride=3).apply("split", dim=3, factors=[3, 1]))
+
+
+def test_a_consumer_wish_that_stores_like_the_producers_layout_is_read_as_it_is():
+    g = zoo.load("r18_block")
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "relu1", factor=16))
+    book = apply_actions(g, book, preset_actions(g, "blocked", "relu1@conv2", factor=16))
+    book = apply_layout(g, book, "relu1@conv2", "fuse", {"dims": [2, 3]})  # N C.o (H*W) C.i: the same order
+    plan = plan_layouts(g, book)
+    assert not plan.conversions and plan.reads[("conv2", "relu1")] == "relu1"
+
+
+########## Rule 6: fused conversions ##########
+
+def _outputs_equal(graph, book):
+    """Build the plan with and without fused conversions; both match the reference and each other."""
+    values = graph.random_inputs(1)
+    progs = []
+    for fuse in (False, True):
+        plan = plan_layouts(graph, book, fuse=fuse)
+        progs.append(Program(plan, lower(plan)))
+    got = [p.build(TARGET).run(values) for p in progs]
+    for t in graph.outputs:
+        np.testing.assert_allclose(got[1][t], got[0][t], rtol=1e-5, atol=1e-5)
+    assert all(p.build(TARGET).verify(values).ok for p in progs)
+    return [p.plan for p in progs]
+
+
+def test_a_fused_conversion_program_equals_the_unfused_one_with_one_kernel_fewer():
+    g = zoo.load("r18_block")
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "relu1", factor=16))
+    book = apply_layout(g, book, "relu1@conv2", "reorder", {"perm": [0, 2, 3, 1]})
+    unfused, fused = _outputs_equal(g, book)
+    assert len(fused.kernels) == len(unfused.kernels) - 1
+    assert [k.name for k in unfused.kernels] == ["conv1", "convert_relu1_conv2", "conv2"]
+    assert [k.name for k in fused.kernels] == ["conv1", "conv2"]
+    assert [c.fused for c in unfused.conversions] == [False] and [c.fused for c in fused.conversions] == [True]
+    assert [r["fused"] for r in fused.report() if r["how"] == "conversion"] == [True]
+
+
+def test_an_epilogue_writes_a_padded_unfolded_input_with_its_halos():
+    """relu1 has a layout of its own and conv2 wants ALT's tiled input (pad + overlapping
+    unfold + split): conv1's kernel writes both, halos duplicated and padding zero."""
+    g = zoo.load("r18_block")
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "relu1", factor=16))
+    book = apply_actions(g, book, preset_actions(g, "alt_tiled", "conv2", tiles=[4, 8], ot=16, it=16))
+    plan = plan_layouts(g, book)
+    conv = next(c for c in plan.conversions if c.tensor == "relu1")
+    assert conv.fused and conv.into == "relu1" and plan.buffers[conv.dst].layout.advanced
+    assert not any(k.conversion and k.conversion.tensor == "relu1" for k in plan.kernels)
+    assert conv.dst in plan.kernels[0].outputs
+    run_all_buffers(g, book)
+
+
+def test_fusion_goes_on_across_a_conversion_after_a_complex_op():
+    """A padding split on the conv output is written by a conversion (the conv does not write
+    it), but in the conv's kernel: bias and relu go on reading it there."""
+    g = zoo.load("r18_stem")
+    book = apply_layout(g, LayoutBook(), "conv", "split", {"dim": 1, "factors": [-1, 24]})
+    unfused, fused = _outputs_equal(g, book)
+    assert [k.ops for k in unfused.kernels] == [("pad",), ("conv",), (), ("bias", "relu")]
+    assert [k.ops for k in fused.kernels] == [("pad",), ("conv", "bias", "relu")]
+    assert fused.kernels[1].fused == fused.conversions and fused.kernels[1].outputs == ("relu",)
+
+
+def test_a_simple_op_kernel_writes_a_second_wish_itself():
+    b = GraphBuilder("fan")
+    x = b.input("data", (1, 8, 6, 6))
+    r = b.op("relu", "relu", x)
+    b.op("ca", "conv2d", r, b.const("ca.weight", (4, 8, 3, 3)))
+    b.op("cb", "conv2d", r, b.const("cb.weight", (4, 8, 3, 3)))
+    g = b.build()
+    book = apply_layout(g, LayoutBook(), "relu@ca", "reorder", {"perm": [0, 2, 3, 1]})
+    book = apply_actions(g, book, preset_actions(g, "blocked", "relu@cb", factor=4))
+    unfused, fused = _outputs_equal(g, book)
+    assert [k.name for k in fused.kernels] == ["relu", "ca", "cb"]
+    assert fused.kernels[0].outputs == ("relu", "relu@cb")  # ca reads relu as written, cb its own layout
+    assert len(unfused.kernels) == 4
+
+
+def test_conversions_of_graph_inputs_and_outputs_and_between_complex_ops_stay_kernels():
+    g = zoo.load("r18_stem")
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16], ot=16, it=3))
+    book = apply_layout(g, book, "data", "reorder", {"perm": [0, 2, 3, 1]})
+    plan = plan_layouts(g, book)
+    assert {c.dst: c.fused for c in plan.conversions} == {"data@stored": False, "relu@out": False}
+    assert [k.name for k in plan.kernels] == ["convert_data_stored", "pad", "conv", "convert_relu_out"]

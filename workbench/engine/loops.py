@@ -320,6 +320,8 @@ def _validate(sch: s_tir.Schedule, step: Step) -> tuple[dict[str, Any], list[Loo
             raise LoopError(f"a loop is named twice in {wanted}")
         loops = [infos[n] for n in wanted]
     _check(p, a, loops, blocks[a["block"]])
+    if p == "split":  # -1 infers a factor as in layout splits; TVM's word for it is None
+        a["factors"] = [None if f == -1 else f for f in a["factors"]]
     return a, loops
 
 

@@ -12,7 +12,8 @@ T2D, T3D); ``elementwise`` ops (``Y[i] = F(X[i], ...)``, same shape as their fir
 layouts by propagation; ``other`` ops are simple ops that propagation stops at.
 
 FLOP counts follow the usual dense definitions: a multiply-add is 2 FLOPs, every tap of a
-convolution counts (padded taps included), comparisons and transcendental functions count 1.
+convolution counts (padded taps included; for a transposed conv, the taps of each output's stride
+phase, see ``_tconv_compute``), comparisons and transcendental functions count 1.
 """
 
 from __future__ import annotations

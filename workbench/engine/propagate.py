@@ -219,8 +219,10 @@ def _requested(graph: Graph, book: LayoutBook) -> tuple[dict[str, tuple[Layout, 
     return got, notes
 
 
-def plan_layouts(graph: Graph, book: LayoutBook) -> Plan:
-    """Run propagation and decide every buffer's layout, the conversions and the kernels."""
+def plan_layouts(graph: Graph, book: LayoutBook, fuse: bool = True) -> Plan:
+    """Run propagation and decide every buffer's layout, the conversions and the kernels.
+
+    ``fuse=False`` leaves every conversion a kernel of its own (rule 6 off), for comparison."""
     got, notes = _requested(graph, book)
     buffers: dict[str, Buffer] = {}
     conversions: list[Conversion] = []
@@ -299,7 +301,8 @@ def plan_layouts(graph: Graph, book: LayoutBook) -> Plan:
         b = current[t]
         outputs[t] = b if buffers[b].layout.is_identity else convert(
             b, f"{t}@out", t, base_layout(graph, t), "graph outputs come back in their original layout")
-    conversions = _fuse(graph, buffers, reads, conversions, outputs)
+    if fuse:
+        conversions = _fuse(graph, buffers, reads, conversions, outputs)
     plan = Plan(graph, book, buffers, reads, writes, tuple(conversions), outputs, origins)
     return Plan(graph, book, buffers, reads, writes, tuple(conversions), outputs, origins, _kernels(plan))
 

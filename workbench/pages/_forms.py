@@ -23,6 +23,7 @@ class FormContext:
     blocks: Sequence[str] = ()
     loops: Mapping[str, Sequence[tuple[str, int]]] = field(default_factory=dict)
     dims: Sequence[str] = ()
+    extents: Sequence[int] = ()  # of ``dims``
     tensors: Sequence[str] = ()
 
 
@@ -76,8 +77,22 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
     if kind == "int":
         return int(st.number_input(arg, 0, 1 << 16, int(default or 0), key=key))
     if kind == "ints":
-        text = st.text_input(f"{arg} (comma-separated; one may be null or -1: inferred)", "-1, 16", key=key)
+        # the factors of the loop or dim chosen before: a default that always applies, reset on a new choice
+        extent = _chosen_extent(spec, ctx, args)
+        inner = max((f for f in range(1, 17) if extent % f == 0), default=1)
+        text = st.text_input(f"{arg} (comma-separated; one may be null or -1: inferred; extent {extent})",
+                             f"-1, {inner}", key=f"{key}_{extent}")
         return parse_ints(text, arg, nullable=True)
     if kind == "tensor":
         return st.selectbox(arg, list(ctx.tensors) or ["(no constant)"], key=key)
     return st.text_input(arg, str(default or ""), key=key)
+
+
+def _chosen_extent(spec: PrimitiveSpec, ctx: FormContext, args: dict[str, Any]) -> int:
+    """The extent of the loop or dim the earlier arguments chose (1 when there is none)."""
+    for arg, kind in spec.args.items():
+        if kind == "loop" and arg in args:
+            return dict(ctx.loops.get(args[spec.loop_of], ())).get(args[arg], 1)
+        if kind == "dim" and arg in args and args[arg] < len(ctx.extents):
+            return ctx.extents[args[arg]]
+    return 1

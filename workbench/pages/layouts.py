@@ -3,6 +3,8 @@ stored shape and of the rewritten access expression before anything is applied."
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
 
@@ -40,7 +42,7 @@ prim_tab, preset_tab = st.tabs(["Primitive", "Preset"])
 with prim_tab:
     prim = st.selectbox("Primitive", list(PRIMITIVES), key="layout_prim",
                         format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
-    ctx = FormContext(dims=[d.name for d in lay.dims], tensors=graph.constants)
+    ctx = FormContext(dims=[d.name for d in lay.dims], extents=lay.shape, tensors=graph.constants)
     try:
         args = primitive_form(prim, PRIMITIVES[prim], ctx, "lp")
         new = current(graph, apply_layout(graph, book, key, prim, args), key)
@@ -52,6 +54,10 @@ with prim_tab:
         st.markdown("**Preview**")
         st.dataframe(pd.DataFrame([_describe("before", lay), _describe("after", new)]), hide_index=True,
                      width="stretch", key="lp_preview")
+        if prim == "split" and (covered := math.prod(new.shape[args["dim"]:args["dim"] + len(args["factors"])])) \
+                > (extent := lay.shape[args["dim"]]):
+            st.info(f"pads {lay.dims[args['dim']].name} {extent} -> {covered}: the factors cover more than the "
+                    "dim; the padding holds zeros", icon=":material/info:")
     st.button(f"Apply {prim}", key="apply_prim", type="primary", disabled=not ok, on_click=_state.act,
               args=(lambda s: s.push(Step.make("layout", key, prim, **args)),
                     f"{prim} applied to {key}"))

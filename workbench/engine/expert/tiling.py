@@ -1,0 +1,433 @@
+"""One analytic register-blocked template for every complex op (convs of any rank, depthwise,
+grouped, dilated and transposed, and GEMM), in any stored layout: the NeoCPU / oneDNN direct
+conv and BLIS micro-kernel structure, read off the kernel's main block rather than written per op.
+
+What the template reads (``analyse``): the main block (the one with reduction iterators), its
+spatial and reduction loops, and for every buffer it touches the flat stride of each iterator
+(0: the value is broadcast along it; 1: contiguous; else a gather) and how many consecutive
+values keep that stride (``run``: 16 for ``c % 16`` in a blocked layout).
+
+What it picks (``plan``):
+
+- the **vector** loop ``v``: the spatial loop along which no input is gathered (each is either
+  contiguous or broadcast), preferring the output's contiguous dim; its vectors are ``lanes``
+  wide (from the target) and never cross a layout block;
+- the **rows** loop ``u``: a spatial loop along which the vector operand (e.g. the weight) does
+  not change, so one vector load serves every row (the output width in a conv, M in a GEMM);
+- the register tile ``rows x nvec`` vectors: ``rows * nvec + nvec + 1 <= registers`` (the
+  accumulators, the vector operand, one broadcast) and at least 8 accumulators when the shape
+  allows, to cover the FMA latency; tiles that divide the loop are preferred, one that does not
+  gets a guarded tail, never a scalar fall-back on the vector lanes;
+- the reduction order: the reduction loop contiguous in the broadcast operand innermost (the
+  ``ic_block`` of NeoCPU, ``k`` of a GEMM), split into a block that keeps its slice of the
+  vector operand in half the L1 cache, the outer part outermost.
+
+The steps (``tile_steps``): split and reorder to ``[outer spatial] [reduction] rows, nvec, lanes``,
+fuse the outer spatial loops and run them in parallel, ``cache_write`` the output to a
+``local`` tile computed per iteration of that loop (``reverse_compute_at``) so it lives in
+registers across the whole reduction, inline the element-wise epilogue (bias, relu...) into the
+tile's write-back, unroll rows and nvec, vectorize the lanes, and ``decompose_reduction``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tvm import s_tir, tirx
+from tvm.sym import Analyzer
+
+from ..errors import LoopError
+from ..loops import LoopInfo, apply_step, list_blocks, list_loops, loop_step, visit_nodes, walk_nest
+from ..step import Step
+from ..targets import VectorUnit
+
+__all__ = ["Access", "Analysis", "Tile", "analyse", "plan", "tile_steps", "main_block"]
+
+#: accumulators that cover the FMA latency (2 FMA ports x 4 cycles on Zen 3 and Skylake)
+MIN_ACCUMULATORS = 8
+#: longest run of a stride worth checking (longer runs behave the same for the template)
+_RUN_CAP = 256
+#: most vectors per tile row: more only shortens the rows, as the register rule bounds both
+_MAX_NVEC = 4
+
+
+########## Analysis: the main block's loops and accesses ##########
+
+@dataclass(frozen=True)
+class Access:
+    """One buffer the main block reads (or writes): per loop name, the flat stride of one step
+    (``None`` when not affine from 0 to 1) and the run of steps that keep it."""
+
+    buffer: str
+    strides: dict[str, int | None]
+    runs: dict[str, int]
+
+    def kind(self, loop: str, width: int) -> str:
+        """``broadcast``, ``contiguous`` (unit stride for ``width`` steps) or ``gather`` along ``loop``."""
+        s = self.strides.get(loop, 0)
+        if s == 0 and self.runs.get(loop, _RUN_CAP) >= width:
+            return "broadcast"
+        if s == 1 and self.runs.get(loop, 0) >= width:
+            return "contiguous"
+        return "gather"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The main block of a kernel: its loops (outermost first), reads, write and neighbours."""
+
+    block: str
+    loops: tuple[LoopInfo, ...]
+    reads: tuple[Access, ...]
+    write: Access
+    before: tuple[str, ...]  # blocks that run before it (producers: padding...)
+    after: tuple[str, ...]  # blocks after it (the element-wise epilogue)
+
+    @property
+    def spatial(self) -> list[LoopInfo]:
+        return [lp for lp in self.loops if not lp.reduction]
+
+    @property
+    def reduction(self) -> list[LoopInfo]:
+        return [lp for lp in self.loops if lp.reduction]
+
+    def extent(self, loop: str) -> int:
+        return next(lp.extent for lp in self.loops if lp.name == loop)
+
+
+def _realize(func: tirx.PrimFunc, name: str) -> tuple[s_tir.SBlockRealize, list[tirx.For]]:
+    """The block's realize and the loops between it and its parent block."""
+    found: list[tuple[s_tir.SBlockRealize, list[tirx.For]]] = []
+
+    def on_block(realize: s_tir.SBlockRealize, path: list[tirx.For]) -> list[tirx.For]:
+        if realize.block.name_hint == name:
+            found.append((realize, path))
+        return []
+
+    walk_nest(func, on_block, lambda loop, path: path + [loop], [])
+    return found[0]
+
+
+def main_block(func: tirx.PrimFunc) -> str | None:
+    """The first block with a reduction iterator (a complex op), None when there is none.
+
+    >>> main_block(matmul), main_block(double)
+    ('C', None)
+    """
+    for name in list_blocks(func):
+        if any(iv.iter_type == tirx.IterVar.CommReduce for iv in _realize(func, name)[0].block.iter_vars):
+            return name
+    return None
+
+
+def _flat(buf: Any, indices: Any) -> tirx.PrimExpr:
+    """The flat offset of an access (row-major over the buffer's shape)."""
+    off: Any = 0
+    for extent, idx in zip(buf.shape, indices):
+        off = off * int(extent) + idx
+    return off
+
+
+def _at(expr: tirx.PrimExpr, env: Mapping[tirx.Var, int]) -> int | None:
+    ana = Analyzer()
+    for var, value in env.items():
+        ana.bind(var, tirx.const(value, var.dtype))
+    out = ana.simplify(expr)
+    return int(out.value) if isinstance(out, tirx.IntImm) else None
+
+
+def _access(buf: Any, indices: Any, loop_vars: Mapping[str, tirx.Var], extents: Mapping[str, int]) -> Access:
+    """Stride and run of every loop in one access, evaluated at the origin of the iteration space."""
+    off = _flat(buf, indices)
+    zero = {v: 0 for v in loop_vars.values()}
+    base = _at(off, zero)
+    strides: dict[str, int | None] = {}
+    runs: dict[str, int] = {}
+    for name, var in loop_vars.items():
+        step = _at(off, {**zero, var: 1}) if extents[name] > 1 else 0
+        stride = None if base is None or step is None else step - base
+        run = 1
+        while stride is not None and run < min(extents[name], _RUN_CAP) \
+                and _at(off, {**zero, var: run}) == base + run * stride:
+            run += 1
+        strides[name], runs[name] = stride, run if extents[name] > 1 else _RUN_CAP
+    return Access(str(buf.name), strides, runs)
+
+
+def analyse(func: tirx.PrimFunc) -> Analysis:
+    """Read the main block of an unscheduled kernel.
+
+    Raises
+    ------
+    LoopError
+        When the kernel has no reduction block, or its loops are already scheduled (a block
+        iterator bound to anything but one loop).
+
+    Examples
+    --------
+    >>> a = analyse(matmul)
+    >>> a.block, [(lp.name, lp.reduction) for lp in a.loops]
+    ('C', [('i', False), ('j', False), ('k', True)])
+    >>> [(r.buffer, r.strides) for r in a.reads]
+    [('A', {'i': 16, 'j': 0, 'k': 1}), ('B', {'i': 0, 'j': 1, 'k': 16})]
+    """
+    name = main_block(func)
+    if name is None:
+        raise LoopError("the kernel has no complex op (no block with a reduction): expert schedules cover "
+                        "convolutions and matmuls")
+    realize, fors = _realize(func, name)
+    loops = list_loops(func, name)
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if not isinstance(value, tirx.Var):
+            raise LoopError(f"block {name!r} is already scheduled (iterator {iv.var.name} = {value}): expert "
+                            "schedules start from the unscheduled kernel")
+    # block iterators by loop name, so that every stride is per loop
+    block_var = {info.name: iv.var for info, f in zip(loops, fors)
+                 for iv, value in zip(realize.block.iter_vars, realize.iter_values) if value.same_as(f.loop_var)}
+    extents = {lp.name: lp.extent for lp in loops}
+    store = realize.block.body
+    if not isinstance(store, tirx.BufferStore):
+        raise LoopError(f"block {name!r} is not a single store; the expert template cannot read it")
+    loads: dict[str, Access] = {}
+
+    def visit(node: Any) -> None:
+        if type(node).__name__ == "BufferLoad" and node.buffer.name != store.buffer.name \
+                and node.buffer.name not in loads:
+            loads[node.buffer.name] = _access(node.buffer, node.indices, block_var, extents)
+
+    visit_nodes(store.value, visit)
+    blocks = list_blocks(func)
+    at = blocks.index(name)
+    return Analysis(name, tuple(loops), tuple(loads.values()), _access(store.buffer, store.indices, block_var, extents),
+                    tuple(blocks[:at]), tuple(blocks[at + 1:]))
+
+
+########## Plan: the register tile from the target ##########
+
+@dataclass(frozen=True)
+class Tile:
+    """The register tile: ``rows`` (of loop ``rows_loop``) x ``nvec`` vectors of ``lanes`` (of
+    loop ``vector``); the inner reduction loop ``inner`` split by ``kc`` (0: not split)."""
+
+    vector: str
+    lanes: int
+    nvec: int
+    rows_loop: str | None
+    rows: int
+    inner: str | None
+    kc: int
+
+    @property
+    def accumulators(self) -> int:
+        return self.rows * self.nvec
+
+
+def _divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
+
+
+def _lanes(width: int, extent: int, lanes: int) -> int:
+    """Vector lanes along a loop whose contiguous run is ``width``: a full register when the run
+    allows, never a vector across a layout block (``width < extent``)."""
+    if width < lanes or extent < lanes:
+        return min(width, extent)
+    if width % lanes == 0:
+        return lanes
+    d = _divisor_at_most(width, lanes)
+    return d if d * 2 >= lanes or width < extent else lanes  # a full vector with a guarded tail
+
+
+def _vector_loop(a: Analysis, lanes: int) -> tuple[str, int]:
+    """The loop to vectorize and its contiguous run."""
+    best: tuple[Any, str, int] | None = None
+    for lp in a.spatial:
+        if lp.extent == 1:
+            continue
+        width = min(lp.extent, lanes)
+        kinds = [r.kind(lp.name, width) for r in a.reads]
+        contiguous = [r.runs[lp.name] for r in a.reads if r.kind(lp.name, width) == "contiguous"]
+        out_unit = a.write.strides.get(lp.name) == 1
+        if out_unit:
+            contiguous.append(a.write.runs[lp.name])
+        run = min(contiguous + [lp.extent]) if contiguous else lp.extent
+        key = (-kinds.count("gather"), bool(contiguous), min(run, lanes), out_unit, lp.extent)
+        if best is None or key > best[0]:
+            best = (key, lp.name, run)
+    if best is None:
+        raise LoopError("the complex op has no spatial loop longer than 1: nothing to vectorize")
+    return best[1], best[2]
+
+
+def _rows_loop(a: Analysis, vector: str) -> str | None:
+    """The spatial loop whose rows share the vector operand's loads."""
+    vector_reads = [r for r in a.reads if r.strides.get(vector) != 0]
+    rank = {name: -abs(s) if s else -math.inf for name, s in a.write.strides.items()}  # nearer the output's inner dim
+    cands = [lp for lp in a.spatial if lp.name != vector and lp.extent > 1]
+    if not cands:
+        return None
+    return max(cands, key=lambda lp: (sum(r.strides.get(lp.name) == 0 for r in vector_reads),
+                                      min(lp.extent, MIN_ACCUMULATORS), rank[lp.name], lp.extent)).name
+
+
+def _fill(extent: int, tile: int) -> float:
+    return extent / (math.ceil(extent / tile) * tile)
+
+
+def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: int) -> tuple[int, int]:
+    """(nvec, rows): the most useful FMA work per load that fits the registers."""
+    per_block = run // lanes if run < v_ext else math.ceil(v_ext / lanes)
+    best: tuple[float, int, int] = (-1.0, 1, 1)
+    for nvec in range(1, min(_MAX_NVEC, max(per_block, 1)) + 1):
+        if run < v_ext and per_block % nvec:  # vectors of a tile stay inside one layout block
+            continue
+        for rows in range(1, u_ext + 1):
+            if rows * nvec + nvec + 1 > unit.registers:
+                break
+            acc = rows * nvec
+            guard = 1.0 if u_ext % rows == 0 else 0.9  # a guarded tail costs a test per row
+            score = (_fill(u_ext, rows) * _fill(v_ext, nvec * lanes) * guard
+                     * min(acc, MIN_ACCUMULATORS) / MIN_ACCUMULATORS * acc / (rows + nvec))
+            if score > best[0] + 1e-9:
+                best = (score, nvec, rows)
+    return best[1], best[2]
+
+
+def _inner_reduction(a: Analysis, vector: str, lanes: int, nr: int, l1: int) -> tuple[str | None, int]:
+    """The reduction loop to run innermost (contiguous in the broadcast operand) and its block size."""
+    broadcast = [r for r in a.reads if r.strides.get(vector) == 0] or list(a.reads)
+    cands = [(r.runs[lp.name], lp) for r in broadcast for lp in a.reduction
+             if r.strides.get(lp.name) == 1 and lp.extent > 1]
+    if not cands:
+        return None, 0
+    run, lp = max(cands, key=lambda c: c[0])
+    # the vector operand's slice for one block of the inner loop stays in half of L1
+    cap = max(lanes, (l1 // 2) // (4 * nr * max(1, math.prod(o.extent for o in a.reduction if o is not lp))))
+    kc = _divisor_at_most(lp.extent, min(run, cap))
+    return lp.name, (kc if 1 < kc < lp.extent else 0)
+
+
+def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
+    """The register tile for this block on this vector unit (``l1``: the L1 data cache in bytes).
+
+    >>> from workbench.engine.targets import VectorUnit
+    >>> plan(analyse(matmul), VectorUnit(8, 16, True, "AVX2"), 32768)
+    Tile(vector='j', lanes=8, nvec=2, rows_loop='i', rows=4, inner='k', kc=0)
+    """
+    vector, run = _vector_loop(a, unit.lanes)
+    v_ext = a.extent(vector)
+    lanes = _lanes(run, v_ext, unit.lanes)
+    rows_loop = _rows_loop(a, vector)
+    u_ext = a.extent(rows_loop) if rows_loop else 1
+    nvec, rows = _register_tile(unit, lanes, v_ext, max(run, lanes), u_ext)
+    inner, kc = _inner_reduction(a, vector, lanes, nvec * lanes, l1)
+    return Tile(vector, lanes, nvec, rows_loop, rows, inner, kc)
+
+
+########## Steps ##########
+
+class _Builder:
+    """Steps applied one by one to a running schedule, so later steps can read the loop names."""
+
+    def __init__(self, func: tirx.PrimFunc, kernel: str) -> None:
+        self.sch: Any = func
+        self.kernel = kernel
+        self.steps: list[Step] = []
+
+    def do(self, primitive: str, **args: Any) -> None:
+        step = loop_step(primitive, self.kernel, **args)
+        self.sch = apply_step(self.sch, step)
+        self.steps.append(step)
+
+    def attempt(self, primitive: str, **args: Any) -> bool:
+        """Apply a step that TVM may refuse for some kernels (e.g. inlining a non-element-wise block)."""
+        try:
+            self.do(primitive, **args)
+        except LoopError:
+            return False
+        return True
+
+    def loops(self, block: str) -> list[LoopInfo]:
+        return list_loops(self.sch, block)
+
+
+def _split(b: _Builder, block: str, loop: str, ext: int, inner: list[int]) -> list[str]:
+    """Split ``loop`` into an outer loop and ``inner`` extents; a non-dividing product gets a
+    guarded outer tail, the inner factors staying exact when the first one alone divides."""
+    if math.prod(inner) >= ext and len(inner) == 1:
+        return [loop]
+    if len(inner) == 2 and ext % (inner[0] * inner[1]) and ext % inner[1] == 0:
+        # e.g. 56 by 2 x 8: exact vectors, the guard on the vector count (not on the lanes)
+        b.do("split", block=block, loop=loop, factors=[None, inner[1]])
+        b.do("split", block=block, loop=f"{loop}_0", factors=[None, inner[0]])
+        return [f"{loop}_0_0", f"{loop}_0_1", f"{loop}_1"]
+    b.do("split", block=block, loop=loop, factors=[None, *inner])
+    return [f"{loop}_{i}" for i in range(len(inner) + 1)]
+
+
+def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> list[Step]:
+    """The template's loop steps for ``func`` (see the module docstring).
+
+    >>> from workbench.engine.targets import VectorUnit
+    >>> for s in tile_steps(matmul, "mm", VectorUnit(8, 16, True, "AVX2"), 32768):
+    ...     print(s)
+    split(block='C', loop='j', factors=[None, 2, 8])
+    split(block='C', loop='i', factors=[None, 4])
+    reorder(block='C', loops=['j_0', 'i_0', 'k', 'i_1', 'j_1', 'j_2'])
+    fuse(block='C', loops=['j_0', 'i_0'])
+    cache_write(block='C', write_index=0, scope='local')
+    reverse_compute_at(block='C_local', target_block='C', loop='j_0_i_0_fused')
+    vectorize(block='C_local', loop='ax1')
+    parallel(block='C', loop='j_0_i_0_fused')
+    unroll(block='C', loop='i_1')
+    unroll(block='C', loop='j_1')
+    vectorize(block='C', loop='j_2')
+    decompose_reduction(block='C', loop='k')
+    """
+    a = analyse(func)
+    t = plan(a, unit, l1)
+    b, m = _Builder(func, kernel), a.block
+    for blk in a.before:  # producers (padding): read in place by the tile, no extra pass
+        b.attempt("compute_inline", block=blk)
+    vec = _split(b, m, t.vector, a.extent(t.vector), [t.nvec, t.lanes] if t.nvec > 1 else [t.lanes])
+    v_outer, v_tile = vec[:-2], vec[-2:] if t.nvec > 1 else vec[-1:]
+    if len(vec) == 1:
+        v_outer = []
+    rows = _split(b, m, t.rows_loop, a.extent(t.rows_loop), [t.rows]) if t.rows_loop else []
+    u_outer, u_tile = (rows[:1], rows[1:]) if len(rows) == 2 else ([], rows)
+    red = [lp.name for lp in a.reduction]
+    if t.inner:
+        if t.kc:
+            b.do("split", block=m, loop=t.inner, factors=[None, t.kc])
+            red = [f"{t.inner}_0"] + [r for r in red if r != t.inner] + [f"{t.inner}_1"]
+        else:
+            red = [r for r in red if r != t.inner] + [t.inner]
+    others = [lp.name for lp in a.spatial if lp.name not in (t.vector, t.rows_loop)]
+    outer = others + v_outer + u_outer
+    b.do("reorder", block=m, loops=outer + red + u_tile + v_tile)
+    if len(outer) > 1:
+        b.do("fuse", block=m, loops=outer)
+        outer = ["_".join(outer) + "_fused"]
+    out = a.write.buffer
+    b.do("cache_write", block=m, write_index=0, scope="local")
+    for blk in a.after:  # the epilogue, applied on the tile as it is written back
+        b.attempt("reverse_compute_inline", block=blk)
+    copy = f"{out}_local"
+    remaining = [blk for blk in a.after if blk in list_blocks(b.sch)]
+    if outer:
+        b.do("reverse_compute_at", block=copy, target_block=m, loop=outer[0])
+        for blk in remaining:
+            b.attempt("reverse_compute_at", block=blk, target_block=m, loop=outer[0])
+    for blk in [copy] + remaining:
+        inner = [lp for lp in b.loops(blk) if not outer or lp.depth > 0]
+        if inner and inner[-1].extent > 1:
+            b.attempt("vectorize", block=blk, loop=inner[-1].name)
+    if outer:
+        b.do("parallel", block=m, loop=outer[0])
+    for name in u_tile + v_tile[:-1]:
+        b.do("unroll", block=m, loop=name)
+    if v_tile:
+        b.do("vectorize", block=m, loop=v_tile[-1])
+    b.do("decompose_reduction", block=m, loop=red[0])
+    return b.steps
