@@ -100,6 +100,8 @@ def _follow(path: Path, bar: tqdm, stop: threading.Event) -> None:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
+    if a.stage == "expert":
+        return _expert(a)
     from .engine.tuning import stages
     from .engine.session import load, save
     from .engine.tuning.options import TuneOptions
@@ -126,6 +128,19 @@ def cmd_tune(a: argparse.Namespace) -> int:
     for step in tuned.steps[len(session.steps):]:
         print(f"{step.target:>28}: {step.get('latency_ms', float('nan')):9.4f} ms ({step.get('stage')})")
     print(f"tuned session written to {out}")
+    return 0
+
+
+def _expert(a: argparse.Namespace) -> int:
+    """``tune --stage expert``: no measurement, every complex kernel on its expert schedule."""
+    from .engine.session import load_state, save
+
+    state = load_state(a.session)
+    expert = state.with_expert_schedules()
+    out = Path(a.out) if a.out else Path(a.session).with_name(f"{Path(a.session).stem}_expert.json")
+    save(expert.session, out)
+    print(f"{len(expert.session.steps) - len(state.session.steps)} expert loop steps on "
+          f"{len({s.target for s in expert.session.steps[len(state.session.steps):]})} kernels; session written to {out}")
     return 0
 
 
@@ -193,7 +208,9 @@ def parser() -> argparse.ArgumentParser:
     e.set_defaults(fn=cmd_export)
     t = sub.add_parser("tune", help="auto-tune a session (joint layout+loop, or loop-only)")
     t.add_argument("session")
-    t.add_argument("--stage", choices=["joint", "loop"], default="joint")
+    t.add_argument("--stage", choices=["joint", "loop", "expert"], default="joint",
+                   help="joint: layouts and loops; loop: loops on the session's layouts; expert: no measurement, "
+                        "every complex kernel on its analytic expert schedule (loop steps you can edit)")
     t.add_argument("--budget", type=int, default=64, help="hardware measurements in all")
     t.add_argument("--rpc", help="measure through a TVM RPC tracker: HOST:PORT:KEY")
     t.add_argument("--joint-fraction", type=float, default=0.3, help="share of the budget for the joint stage")

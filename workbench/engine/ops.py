@@ -28,7 +28,7 @@ from tvm import te
 
 from .layout import Window, all_of, bind_axis, simplify
 
-__all__ = ["OpDef", "OPS", "Reader"]
+__all__ = ["OpDef", "OPS", "Reader", "tconv_executed_macs"]
 
 Shape = tuple[int, ...]
 Reader = Callable[..., Any]  # reader(idx, windows=None) -> PrimExpr

@@ -136,6 +136,33 @@ class State:
         new = self.push(stack[0])
         return new._replace(session=replace(new.session, redo_stack=stack[1:]))
 
+    def with_expert_schedule(self, kernel: str) -> State:
+        """This state with the kernel's expert schedule (``workbench.engine.expert``) pushed as
+        ordinary loop steps; refused when the kernel already has a schedule (it is derived from
+        the unscheduled kernel)."""
+        from .expert import expert_steps
+
+        kernel = self._kernel(kernel)
+        if (kind := self.schedule(kernel).kind) != "default":
+            raise SessionError(f"kernel {kernel} already has a schedule ({kind}): undo it first, the expert "
+                               "schedule starts from the unscheduled kernel")
+        try:
+            steps = expert_steps(self.program.funcs[kernel], kernel, self.session.target)
+        except WorkbenchError as e:
+            raise SessionError(f"no expert schedule for kernel {kernel}: {e}") from None
+        state = self
+        for step in steps:
+            state = state.push(step)
+        return state
+
+    def with_expert_schedules(self) -> State:
+        """Every kernel that holds a complex op and has no schedule yet, on its expert schedule."""
+        state = self
+        for k in self.program.plan.kernels:
+            if k.ops and self.graph.node(k.head).kind == "complex" and self.schedule(k.name).kind == "default":
+                state = state.with_expert_schedule(k.name)
+        return state
+
     def renamed(self, name: str) -> State:
         """The same state under another session name (as saved under that name)."""
         return self._replace(session=replace(self.session, name=name))

@@ -47,7 +47,17 @@ def _apply_loop() -> None:
         st.session_state.setdefault("loop_before", {})[kernel] = after
 
 
-st.button(f"Apply {prim}", key="apply_loop", type="primary", on_click=_apply_loop)
+def _apply_expert() -> None:
+    if _state.act(lambda s: s.with_expert_schedule(kernel), f"expert schedule applied to {kernel}"):
+        st.session_state.setdefault("loop_before", {})[kernel] = after
+
+
+apply_col, expert_col = st.columns(2)
+apply_col.button(f"Apply {prim}", key="apply_loop", type="primary", on_click=_apply_loop)
+expert_col.button("Expert schedule", key="apply_expert", icon=":material/bolt:", on_click=_apply_expert,
+                  disabled=state.schedule(kernel).kind != "default",
+                  help="Register-blocked loop steps sized for the target's vector unit (NeoCPU / oneDNN / BLIS "
+                       "style), applied as ordinary loop actions you can read, edit, undo and export.")
 
 before = st.session_state.get("loop_before", {}).get(kernel, after)
 shown = st.radio("Loop nest", ["side by side", "diff"], horizontal=True, key="nest_view")

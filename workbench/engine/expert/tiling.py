@@ -53,6 +53,17 @@ _RUN_CAP = 256
 _MAX_NVEC = 4
 
 
+def _example(n: int = 16) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
+    """The doctests' kernels: ``C = A @ B`` on n x n matrices, and ``B = A * 2`` on n values."""
+    from tvm import te
+
+    a, b = te.placeholder((n, n), name="A"), te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), "k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    x = te.placeholder((n,), name="A")
+    return te.create_prim_func([a, b, c]), te.create_prim_func([x, te.compute((n,), lambda i: x[i] * 2.0, name="B")])
+
+
 ########## Analysis: the main block's loops and accesses ##########
 
 @dataclass(frozen=True)
@@ -113,6 +124,7 @@ def _realize(func: tirx.PrimFunc, name: str) -> tuple[s_tir.SBlockRealize, list[
 def main_block(func: tirx.PrimFunc) -> str | None:
     """The first block with a reduction iterator (a complex op), None when there is none.
 
+    >>> matmul, double = _example()
     >>> main_block(matmul), main_block(double)
     ('C', None)
     """
@@ -133,7 +145,7 @@ def _flat(buf: Any, indices: Any) -> tirx.PrimExpr:
 def _at(expr: tirx.PrimExpr, env: Mapping[tirx.Var, int]) -> int | None:
     ana = Analyzer()
     for var, value in env.items():
-        ana.bind(var, tirx.const(value, var.dtype))
+        ana.bind(var, tirx.const(value, var.ty.dtype))
     out = ana.simplify(expr)
     return int(out.value) if isinstance(out, tirx.IntImm) else None
 
@@ -167,7 +179,7 @@ def analyse(func: tirx.PrimFunc) -> Analysis:
 
     Examples
     --------
-    >>> a = analyse(matmul)
+    >>> a = analyse(_example()[0])
     >>> a.block, [(lp.name, lp.reduction) for lp in a.loops]
     ('C', [('i', False), ('j', False), ('k', True)])
     >>> [(r.buffer, r.strides) for r in a.reads]
@@ -193,9 +205,10 @@ def analyse(func: tirx.PrimFunc) -> Analysis:
     loads: dict[str, Access] = {}
 
     def visit(node: Any) -> None:
-        if type(node).__name__ == "BufferLoad" and node.buffer.name != store.buffer.name \
-                and node.buffer.name not in loads:
-            loads[node.buffer.name] = _access(node.buffer, node.indices, block_var, extents)
+        buf = getattr(node, "source", None)  # 0.27's loads are TensorLoads naming their buffer ``source``
+        if type(node).__name__ in ("TensorLoad", "BufferLoad") and buf is not None and buf.name != store.buffer.name \
+                and buf.name not in loads:
+            loads[buf.name] = _access(buf, node.indices, block_var, extents)
 
     visit_nodes(store.value, visit)
     blocks = list_blocks(func)
@@ -312,7 +325,7 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
     """The register tile for this block on this vector unit (``l1``: the L1 data cache in bytes).
 
     >>> from workbench.engine.targets import VectorUnit
-    >>> plan(analyse(matmul), VectorUnit(8, 16, True, "AVX2"), 32768)
+    >>> plan(analyse(_example()[0]), VectorUnit(8, 16, True, "AVX2"), 32768)
     Tile(vector='j', lanes=8, nvec=2, rows_loop='i', rows=4, inner='k', kc=0)
     """
     vector, run = _vector_loop(a, unit.lanes)
@@ -370,7 +383,7 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     """The template's loop steps for ``func`` (see the module docstring).
 
     >>> from workbench.engine.targets import VectorUnit
-    >>> for s in tile_steps(matmul, "mm", VectorUnit(8, 16, True, "AVX2"), 32768):
+    >>> for s in tile_steps(_example()[0], "mm", VectorUnit(8, 16, True, "AVX2"), 32768):
     ...     print(s)
     split(block='C', loop='j', factors=[None, 2, 8])
     split(block='C', loop='i', factors=[None, 4])
