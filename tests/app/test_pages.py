@@ -256,7 +256,7 @@ def test_an_oversized_session_upload_is_refused_and_changes_nothing(at, monkeypa
     at.switch_page("pages/sessions.py").run()
     at.button(key="open_upload").click().run()
     assert [e.value for e in at.error] == [f"big.json: a session file may be at most {MAX_SESSION_MB} MB; "
-                                           f"this one is {len(big) / 2**20:.1f} MB"]
+                                           f"this one is {len(big) / 2**20:.2f} MB"]
     assert session(at).to_json() == before
 
 

@@ -289,7 +289,7 @@ def check_target(target: Mapping) -> None:
 def parse(text: str) -> Session:
     """Parse a session file and check its structure (no replay: see ``loads_state``)."""
     if (size := len(text.encode())) > MAX_SESSION_MB << 20:
-        raise SessionError(f"a session file may be at most {MAX_SESSION_MB} MB; this one is {size / 2**20:.1f} MB")
+        raise SessionError(f"a session file may be at most {MAX_SESSION_MB} MB; this one is {size / 2**20:.2f} MB")
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:

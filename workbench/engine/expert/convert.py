@@ -32,10 +32,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import tvm
 from tvm import tirx
+from tvm.sym.analyzer import Analyzer
 
 from ..ceilings import cache_info, get_ceilings
 from ..errors import LoopError
-from ..loops import LoopInfo, apply_step, apply_steps, list_blocks, list_loops, loop_step
+from ..loops import LoopInfo, apply_step, apply_steps, list_blocks, list_loops, loop_step, visit_nodes, walk_nest
 from ..step import Step
 from ..targets import target_from, vector_unit
 
@@ -179,37 +180,30 @@ def _source_strides(func: tirx.PrimFunc, block: str, loops: Sequence[LoopInfo]) 
     """Per loop, how far (in elements) one step moves the read in the source buffer (at the
     origin of the iteration space); None for unit loops or when the read cannot be found."""
     realize = _realize(func, block)
-    params = {func.buffer_map[p].data if p in func.buffer_map else p for p in func.params}
-    loads: list[tirx.BufferLoad] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tirx.BufferLoad) and not loads:
-            loads.append(node)
-
-    tirx.stmt_functor.post_order_visit(realize.block.body, visit)
+    loads: list[Any] = []  # 0.27's loads are TensorLoad nodes (their buffer is ``source``)
+    visit_nodes(realize.block.body, lambda n: loads.append(n) if type(n).__name__ in ("BufferLoad", "TensorLoad")
+                else None)
     if not loads or len(realize.iter_values) != len(loops):
         return [None] * len(loops)
-    load = loads[0]
-    shape = [int(n) for n in load.buffer.shape]
+    load = loads[0]  # a conversion block reads its one input (twice at most: under a padding guard)
+    shape = [int(n) for n in (load.source if hasattr(load, "source") else load.buffer).shape]
     ivars = [iv.var for iv in realize.block.iter_vars]
-    del params  # every load in a conversion block is of its one input
 
     def offset(point: Sequence[int]) -> int | None:
-        sub = {v: tirx.const(x, v.dtype) for v, x in zip(ivars, point)}
+        ana = Analyzer()
+        for v, x in zip(ivars, point):
+            ana.bind(v, x)
         flat = 0
         for i, n in zip(load.indices, shape):
-            flat = flat * n + tirx.stmt_functor.substitute(i, sub)
-        val = tvm.arith.Analyzer().simplify(flat)
+            flat = flat * n + i
+        val = ana.simplify(flat)
         return int(val.value) if isinstance(val, tirx.IntImm) else None
 
     origin = [0] * len(loops)
     base = offset(origin)
     out: list[int | None] = []
     for k, lp in enumerate(loops):
-        if lp.extent == 1 or base is None:
-            out.append(None)
-            continue
-        nxt = offset(origin[:k] + [1] + origin[k + 1:])
+        nxt = None if lp.extent == 1 or base is None else offset(origin[:k] + [1] + origin[k + 1:])
         out.append(None if nxt is None else abs(nxt - base))
     return out
 
@@ -217,11 +211,11 @@ def _source_strides(func: tirx.PrimFunc, block: str, loops: Sequence[LoopInfo]) 
 def _realize(func: tirx.PrimFunc, block: str) -> Any:
     found: list[Any] = []
 
-    def visit(node: Any) -> None:
-        if isinstance(node, tvm.s_tir.SBlockRealize) and node.block.name_hint == block:
-            found.append(node)
+    def on_block(realize: Any, ctx: None) -> None:
+        if realize.block.name_hint == block:
+            found.append(realize)
 
-    tirx.stmt_functor.post_order_visit(func.body, visit)
+    walk_nest(func, on_block, lambda loop, ctx: ctx, None)
     return found[0]
 
 
@@ -254,10 +248,9 @@ def conversion_bandwidth(func: tirx.PrimFunc, target: Mapping, steps: Sequence[S
     is counted once on the read side (what the source holds) and in full on the write side."""
     steps = conversion_steps(func, kernel, target) if steps is None else steps
     sch = apply_steps(func, steps)
-    lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(target))
+    lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(target)).jit()
     rng = np.random.default_rng(0)
-    args = [tvm.runtime.tensor(rng.random([int(n) for n in p.shape], dtype=np.float32))
-            for p in (func.buffer_map[v] for v in func.params)]
+    args = [tvm.runtime.tensor(rng.random([int(n) for n in p.shape], dtype=np.float32)) for p in func.params]
     nbytes = sum(a.numpy().nbytes for a in args)
     fn = lib["main"]
     fn(*args)  # warm-up

@@ -47,6 +47,8 @@ __all__ = ["Access", "Analysis", "Tile", "analyse", "plan", "tile_steps", "main_
 
 #: accumulators that cover the FMA latency (2 FMA ports x 4 cycles on Zen 3 and Skylake)
 MIN_ACCUMULATORS = 8
+# one load per cycle, not two: broadcast-heavy tiles (1 x 14) measured slower than 2 x 4 on znver3
+_FMA_PORTS, _FMA_LATENCY, _LOAD_PORTS = 2, 4, 1
 #: longest run of a stride worth checking (longer runs behave the same for the template)
 _RUN_CAP = 256
 #: most vectors per tile row: more only shortens the rows, as the register rule bounds both
@@ -300,8 +302,10 @@ def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: in
                 break
             acc = rows * nvec
             guard = 1.0 if u_ext % rows == 0 else 0.9  # a guarded tail costs a test per row
-            score = (_fill(u_ext, rows) * _fill(v_ext, nvec * lanes) * guard
-                     * min(acc, MIN_ACCUMULATORS) / MIN_ACCUMULATORS * acc / (rows + nvec))
+            # cycles per reduction step: FMAs, loads (the vectors and one broadcast per row) or
+            # the FMA latency chain, whichever binds (with a cycle of slack on the latency)
+            cycles = max(acc / _FMA_PORTS, (rows + nvec) / _LOAD_PORTS, _FMA_LATENCY + 1)
+            score = _fill(u_ext, rows) * _fill(v_ext, nvec * lanes) * guard * acc / _FMA_PORTS / cycles
             if score > best[0] + 1e-9:
                 best = (score, nvec, rows)
     return best[1], best[2]
@@ -404,9 +408,8 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     for blk in a.before:  # producers (padding): read in place by the tile, no extra pass
         b.attempt("compute_inline", block=blk)
     vec = _split(b, m, t.vector, a.extent(t.vector), [t.nvec, t.lanes] if t.nvec > 1 else [t.lanes])
-    v_outer, v_tile = vec[:-2], vec[-2:] if t.nvec > 1 else vec[-1:]
-    if len(vec) == 1:
-        v_outer = []
+    n_tile = min(len(vec), 2 if t.nvec > 1 else 1)  # the loops inside the tile: nvec (unrolled), lanes
+    v_outer, v_tile = vec[:-n_tile], vec[-n_tile:]
     rows = _split(b, m, t.rows_loop, a.extent(t.rows_loop), [t.rows]) if t.rows_loop else []
     u_outer, u_tile = (rows[:1], rows[1:]) if len(rows) == 2 else ([], rows)
     red = [lp.name for lp in a.reduction]

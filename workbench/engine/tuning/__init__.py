@@ -13,7 +13,8 @@ Modules, lowest first (each imports only those above it, plus the engine's own m
 - ``loop``: ``tune_loops``, the loop-only stage;
 - ``joint``: ``joint_tune``, the joint stage for one complex op;
 - ``stages``: ``tune_session``, either stage over a whole session;
-- ``worker``: tuning jobs in a separate process (``python -m workbench.engine.tuning.worker``).
+- ``worker``: tuning and replay jobs in separate processes (``python -m workbench.engine.tuning.worker``),
+  queued machine-wide and owned by the browser tab that started them.
 
 Importing any of them patches nothing global (``tests/engine/tuning/test_startup.py``).
 """

@@ -1,0 +1,159 @@
+"""Expert schedules (issue #11, part 1): every op type x layout template, on shapes whose dims
+do not divide the tiles (7x7 outputs, 3 or 5 channels, prime sizes), verified against the
+reference on this machine and built for AVX-512; the register tile is visible in the loops."""
+
+from __future__ import annotations
+
+import pytest
+import tvm
+
+from workbench.engine.errors import LoopError
+from workbench.engine.expert import expert_steps
+from workbench.engine.expert.tiling import _example, analyse, main_block
+from workbench.engine.graph import GraphBuilder
+from workbench.engine.layout import LayoutBook
+from workbench.engine.layouts import apply_actions
+from workbench.engine.loops import apply_steps, list_blocks, list_loops
+from workbench.engine.presets import preset_actions
+from workbench.engine.program import Program, make_program
+from workbench.engine.targets import target_from, vector_unit
+
+HOST = {"kind": "llvm", "num-cores": 2}
+AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}
+
+
+def _conv_graph(nd: int, cin: int, cout: int, size: int, k: int, epilogue: bool = False, **attrs):
+    """One conv (``conv``) of rank ``nd`` on a (1, cin, size...) input, with bias + relu after it."""
+    b = GraphBuilder(f"c{nd}d")
+    x = b.input("data", (1, cin, *(size,) * nd), "NC" + "DHW"[3 - nd:])
+    groups = attrs.get("groups", 1)
+    y = b.op("conv", f"conv{nd}d", x, b.const("conv.weight", (cout, cin // groups, *(k,) * nd), "OI" + "DHW"[3 - nd:]),
+             **attrs)
+    if epilogue:
+        y = b.op("bias", "bias_add", y, b.const("bias.bias", (cout,), "C"), axis=1)
+        b.op("relu", "relu", y)
+    return b.build(), "conv"
+
+
+def _tconv_graph(nd: int, cin: int, cout: int, size: int):
+    b = GraphBuilder(f"t{nd}d")
+    x = b.input("data", (1, cin, *(size,) * nd), "NC" + "DHW"[3 - nd:])
+    b.op("tconv", f"conv_transpose{nd}d", x, b.const("tconv.weight", (cin, cout, *(4,) * nd), "IO" + "DHW"[3 - nd:]),
+         stride=2, padding=1)
+    return b.build(), "tconv"
+
+
+def _gmm_graph(m: int, k: int, n: int):
+    b = GraphBuilder("gmm")
+    b.op("gmm", "matmul", b.input("a", (m, k), "MK"), b.const("gmm.weight", (k, n), "KN"))
+    return b.build(), "gmm"
+
+
+#: op cases (small, dims that do not divide the tiles) and the layout templates tried on each
+CASES = {
+    "c2d": lambda: _conv_graph(2, 3, 20, 9, 3, epilogue=True),              # 7x7 out, 3 in channels
+    "c2d_pad": lambda: _conv_graph(2, 8, 16, 7, 3, padding=1),
+    "c2d_s2": lambda: _conv_graph(2, 5, 13, 11, 3, stride=2),                # prime out channels
+    "dep": lambda: _conv_graph(2, 24, 24, 7, 3, padding=1, groups=24, depthwise=True),
+    "grp": lambda: _conv_graph(2, 16, 16, 7, 3, padding=1, groups=4),
+    "dil": lambda: _conv_graph(2, 8, 8, 11, 3, padding=2, dilation=2),
+    "c1d": lambda: _conv_graph(1, 6, 17, 29, 3, padding=1),
+    "c3d": lambda: _conv_graph(3, 4, 8, 5, 3, padding=1),
+    "t2d": lambda: _tconv_graph(2, 8, 12, 5),
+    "t3d": lambda: _tconv_graph(3, 4, 8, 3),
+    "gmm": lambda: _gmm_graph(13, 37, 40),
+}
+LAYOUTS = {
+    "default": lambda g, op: [],
+    "channels_last": lambda g, op: (preset_actions(g, "channels_last", op)
+                                    + preset_actions(g, "channels_last", f"data@{op}")),
+    "blocked": lambda g, op: preset_actions(g, "blocked", op, factor=8),
+    "alt_tiled": lambda g, op: preset_actions(g, "alt_tiled", op, tiles=3, ot=8, it=4),
+    "nkn": lambda g, op: preset_actions(g, "nkn", op, m=4, n=16),
+}
+PAIRS = [(c, lay) for c in CASES if c != "gmm" for lay in ("default", "channels_last", "blocked", "alt_tiled")
+         if not (c.startswith("t") and lay == "channels_last")] + [("gmm", "default"), ("gmm", "nkn")]
+
+
+def _program(case: str, layout: str) -> Program:
+    graph, op = CASES[case]()
+    return make_program(graph, apply_actions(graph, LayoutBook(), LAYOUTS[layout](graph, op)))
+
+
+def _expert(prog: Program, target: dict) -> tuple[Program, dict[str, list]]:
+    """The program with every complex-op kernel expert-scheduled, and the steps per kernel."""
+    steps = {k.name: expert_steps(prog.funcs[k.name], k.name, target) for k in prog.plan.kernels
+             if main_block(prog.funcs[k.name])}
+    assert steps, "no complex-op kernel"
+    return prog.with_funcs({k: apply_steps(prog.funcs[k], s).mod["main"] for k, s in steps.items()}), steps
+
+
+@pytest.mark.parametrize("case,layout", PAIRS, ids=[f"{c}-{lay}" for c, lay in PAIRS])
+def test_expert_schedule_matches_reference(case: str, layout: str) -> None:
+    prog, _ = _expert(_program(case, layout), HOST)
+    result = prog.build(HOST).verify()
+    assert result.ok, result
+
+
+@pytest.mark.parametrize("case,layout", [("c2d", "blocked"), ("dep", "alt_tiled"), ("t2d", "alt_tiled"),
+                                         ("gmm", "nkn"), ("c3d", "default")])
+def test_expert_schedule_builds_for_avx512(case: str, layout: str) -> None:
+    prog, steps = _expert(_program(case, layout), AVX512)
+    assert any("16" in str(s) for ss in steps.values() for s in ss if s.primitive == "split")  # 16 lanes
+    tvm.compile(prog.module(), target=target_from(AVX512))  # build only: this machine may lack AVX-512
+
+
+@pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
+def test_register_tile_is_vectorized_and_unrolled(target: dict) -> None:
+    prog = _program("c2d_pad", "blocked")
+    func = prog.funcs["conv"]
+    sch = apply_steps(func, expert_steps(func, "conv", target))
+    loops = list_loops(sch, "conv_update")
+    unit = vector_unit(target)
+    assert loops[-1].kind == "vectorized" and loops[-1].extent == unit.lanes
+    tile = [lp for lp in loops if lp.kind == "unrolled"]
+    assert tile and all(not lp.reduction for lp in tile)
+    accumulators = 1
+    for lp in tile:
+        accumulators *= lp.extent
+    assert accumulators + 1 + 1 <= unit.registers  # one broadcast, at least one vector operand
+    assert loops[0].kind == "parallel"
+    assert {"conv_local", "conv_init"} <= set(list_blocks(sch))  # the tile is a local buffer, zeroed once
+
+
+def test_epilogue_is_applied_on_the_tile() -> None:
+    prog = _program("c2d", "default")
+    kernel = next(k for k in prog.plan.kernels if "conv" in k.ops)
+    assert {"bias", "relu"} <= set(kernel.ops)
+    sch = apply_steps(prog.funcs[kernel.name], expert_steps(prog.funcs[kernel.name], kernel.name, HOST))
+    assert not {"bias", "relu"} & set(list_blocks(sch))  # inlined into the tile's write-back
+
+
+def test_gemm_tile_fits_the_registers() -> None:
+    a = analyse(_example(64)[0])
+    assert [r.buffer for r in a.reads] == ["A", "B"] and a.write.strides == {"i": 64, "j": 1, "k": 0}
+    steps = expert_steps(_example(64)[0], "mm", {"kind": "llvm", "mcpu": "haswell"})
+    assert str(steps[0]).startswith("split(block='C', loop='j', factors=[None,")
+    assert steps[-1].primitive == "decompose_reduction"
+
+
+def test_no_complex_op_is_refused() -> None:
+    with pytest.raises(LoopError, match="no complex op"):
+        analyse(_example()[1])
+
+
+def test_already_scheduled_kernel_is_refused() -> None:
+    func = _example(64)[0]
+    scheduled = apply_steps(func, expert_steps(func, "mm", HOST)).mod["main"]
+    with pytest.raises(LoopError, match="already scheduled"):
+        expert_steps(scheduled, "mm", HOST)
+
+
+def test_steps_replay_in_a_session() -> None:
+    from workbench.engine.session import new_session, replay
+
+    state = replay(new_session("c1d"))
+    kernel = next(k.name for k in state.program.plan.kernels if main_block(state.program.funcs[k.name]))
+    for step in expert_steps(state.program.funcs[kernel], kernel, state.session.target):
+        state = state.push(step)
+    assert state.scheduled_program().build(state.session.target).verify().ok
