@@ -291,3 +291,37 @@ def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp
         assert any(i.value == f"Model only: {reason}" for i in at.info) and "counters_table" not in tables
     else:
         assert "counters_table" in tables
+
+
+def test_an_uploaded_pickle_is_data_never_code(at, monkeypatch, tmp_path):
+    """A .pt2-style zip whose pickle would write a file when unpickled: the upload is refused
+    as a session file and nothing runs (the app reads uploads as text, never unpickles)."""
+    import io
+    import os
+    import pickle
+    import zipfile
+
+    import streamlit
+
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("model/data.pkl", pickle.dumps(Payload()))
+    before = session(at).to_json()
+
+    class Upload:
+        name = "model.pt2"
+
+        def getvalue(self) -> bytes:
+            return buf.getvalue()
+
+    monkeypatch.setattr(streamlit, "file_uploader", lambda *args, **kwargs: Upload())
+    at.switch_page("pages/sessions.py").run()
+    at.button(key="open_upload").click().run()
+    assert len(at.error) == 1 and at.error[0].value.startswith("model.pt2: not valid JSON"), [e.value for e in at.error]
+    assert not marker.exists() and session(at).to_json() == before

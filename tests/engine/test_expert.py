@@ -99,16 +99,18 @@ def test_expert_schedule_matches_reference(case: str, layout: str) -> None:
                                          ("gmm", "nkn"), ("c3d", "default")])
 def test_expert_schedule_builds_for_avx512(case: str, layout: str) -> None:
     prog, steps = _expert(_program(case, layout), AVX512)
-    assert any("16" in str(s) for ss in steps.values() for s in ss if s.primitive == "split")  # 16 lanes
+    for kernel, ss in steps.items():
+        sch = apply_steps(_program(case, layout).funcs[kernel], ss)
+        vectorized = [lp for b in list_blocks(sch) for lp in list_loops(sch, b) if lp.kind == "vectorized"]
+        assert vectorized and all(lp.extent <= 16 for lp in vectorized)
     tvm.compile(prog.module(), target=target_from(AVX512))  # build only: this machine may lack AVX-512
 
 
 @pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
 def test_register_tile_is_vectorized_and_unrolled(target: dict) -> None:
-    prog = _program("c2d_pad", "blocked")
-    func = prog.funcs["conv"]
-    sch = apply_steps(func, expert_steps(func, "conv", target))
-    loops = list_loops(sch, "conv_update")
+    func = _example(64)[0]  # C = A @ B, 64 x 64 x 64
+    sch = apply_steps(func, expert_steps(func, "mm", target))
+    loops = list_loops(sch, "C_update")
     unit = vector_unit(target)
     assert loops[-1].kind == "vectorized" and loops[-1].extent == unit.lanes
     tile = [lp for lp in loops if lp.kind == "unrolled"]
@@ -117,8 +119,8 @@ def test_register_tile_is_vectorized_and_unrolled(target: dict) -> None:
     for lp in tile:
         accumulators *= lp.extent
     assert accumulators + 1 + 1 <= unit.registers  # one broadcast, at least one vector operand
-    assert loops[0].kind == "parallel"
-    assert {"conv_local", "conv_init"} <= set(list_blocks(sch))  # the tile is a local buffer, zeroed once
+    assert any(lp.kind == "parallel" for lp in loops)
+    assert {"C_local", "C_init"} <= set(list_blocks(sch))  # the tile is a local buffer, zeroed once
 
 
 def test_epilogue_is_applied_on_the_tile() -> None:

@@ -23,7 +23,8 @@ Rules (the paper's, made concrete):
    position holding the same element: an identity reorder, a split by the full extent, a fuse
    of dims...) is that layout as far as storage goes (``same_storage``): no conversion is
    made between the two. The tensor's ops keep the loops of the layout asked for, but a graph
-   input or output whose layout stores like the original stays in the original one.
+   input whose layout stores like the original stays in it, and so does a graph output of the
+   same shape (one of another shape, e.g. split alone, is copied back into the original shape).
 6. ALT's fused conversions (paper section 5): a conversion whose source is written by a simple
    op (an element-wise op, possibly a complex op's epilogue, or another simple op) runs in that
    op's kernel, which writes the consumer's layout directly; so does one whose converted buffer
@@ -240,9 +241,11 @@ def plan_layouts(graph: Graph, book: LayoutBook, fuse: bool = True) -> Plan:
         origin = origin if t.name in got else notes.get(t.name, origin)
         origins[t.name] = replace(origin, layout=lay.label)
         alike = t.name in got and same_storage(lay, base)
-        if alike and (t.role == "input" or t.name in graph.outputs):
+        if alike and (t.role == "input" or (t.name in graph.outputs and lay.shape == base.shape)):
             # Rule 5: the caller hands over / reads back the original layout, which this one
-            # stores alike: keep it (the tensor's own ops keep their loops everywhere else)
+            # stores alike: keep it (the tensor's own ops keep their loops everywhere else). An
+            # output whose shape differs keeps its layout: the caller gets the buffer as stored,
+            # so a copy into the original shape remains (``Built.run`` hands buffers over as is).
             lay = base
             origins[t.name] = replace(origins[t.name], note=_join(
                 origins[t.name].note, f"stores exactly as {base.label}: the graph "
@@ -299,8 +302,11 @@ def plan_layouts(graph: Graph, book: LayoutBook, fuse: bool = True) -> Plan:
     outputs = {}
     for t in graph.outputs:
         b = current[t]
+        base = base_layout(graph, t)
         outputs[t] = b if buffers[b].layout.is_identity else convert(
-            b, f"{t}@out", t, base_layout(graph, t), "graph outputs come back in their original layout")
+            b, f"{t}@out", t, base, "graph outputs come back in their original shape (a copy: the layout stores "
+                                    "alike)" if same_storage(buffers[b].layout, base) else
+                                    "graph outputs come back in their original layout")
     if fuse:
         conversions = _fuse(graph, buffers, reads, conversions, outputs)
     plan = Plan(graph, book, buffers, reads, writes, tuple(conversions), outputs, origins)

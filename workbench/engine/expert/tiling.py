@@ -160,7 +160,7 @@ def _access(buf: Any, indices: Any, loop_vars: Mapping[str, tirx.Var], extents: 
     strides: dict[str, int | None] = {}
     runs: dict[str, int] = {}
     for name, var in loop_vars.items():
-        step = _at(off, {**zero, var: 1}) if extents[name] > 1 else 0
+        step = _at(off, {**zero, var: 1}) if extents[name] > 1 else base
         stride = None if base is None or step is None else step - base
         run = 1
         while stride is not None and run < min(extents[name], _RUN_CAP) \
@@ -369,18 +369,23 @@ class _Builder:
         return list_loops(self.sch, block)
 
 
-def _split(b: _Builder, block: str, loop: str, ext: int, inner: list[int]) -> list[str]:
-    """Split ``loop`` into an outer loop and ``inner`` extents; a non-dividing product gets a
-    guarded outer tail, the inner factors staying exact when the first one alone divides."""
+def _split(b: _Builder, block: str, loop: str, ext: int, inner: list[int]) -> tuple[list[str], list[str]]:
+    """Split ``loop`` into an outer loop and ``inner`` extents (``[rows]`` or ``[nvec, lanes]``):
+    the outer loops and the tile loops. A product that does not divide gets a guarded tail on
+    the outer loop, the lanes staying exact when they divide the extent."""
     if math.prod(inner) >= ext and len(inner) == 1:
-        return [loop]
-    if len(inner) == 2 and ext % (inner[0] * inner[1]) and ext % inner[1] == 0:
-        # e.g. 56 by 2 x 8: exact vectors, the guard on the vector count (not on the lanes)
-        b.do("split", block=block, loop=loop, factors=[None, inner[1]])
-        b.do("split", block=block, loop=f"{loop}_0", factors=[None, inner[0]])
-        return [f"{loop}_0_0", f"{loop}_0_1", f"{loop}_1"]
-    b.do("split", block=block, loop=loop, factors=[None, *inner])
-    return [f"{loop}_{i}" for i in range(len(inner) + 1)]
+        return [], [loop]
+    if len(inner) == 1 or ext % math.prod(inner) == 0:
+        b.do("split", block=block, loop=loop, factors=[None, *inner])
+        names = [f"{loop}_{i}" for i in range(len(inner) + 1)]
+        return names[:1], names[1:]
+    # e.g. 56 by 2 x 8, or 13 by 2 x 8: lanes first, then the vector count over what is left
+    nvec, lanes = inner
+    b.do("split", block=block, loop=loop, factors=[None, lanes])
+    if math.ceil(ext / lanes) <= nvec:
+        return [], [f"{loop}_0", f"{loop}_1"]
+    b.do("split", block=block, loop=f"{loop}_0", factors=[None, nvec])
+    return [f"{loop}_0_0"], [f"{loop}_0_1", f"{loop}_1"]
 
 
 def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> list[Step]:
@@ -392,11 +397,10 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     split(block='C', loop='j', factors=[None, 2, 8])
     split(block='C', loop='i', factors=[None, 4])
     reorder(block='C', loops=['j_0', 'i_0', 'k', 'i_1', 'j_1', 'j_2'])
-    fuse(block='C', loops=['j_0', 'i_0'])
     cache_write(block='C', write_index=0, scope='local')
-    reverse_compute_at(block='C_local', target_block='C', loop='j_0_i_0_fused')
+    reverse_compute_at(block='C_local', target_block='C', loop='i_0')
     vectorize(block='C_local', loop='ax1')
-    parallel(block='C', loop='j_0_i_0_fused')
+    parallel(block='C', loop='i_0')
     unroll(block='C', loop='i_1')
     unroll(block='C', loop='j_1')
     vectorize(block='C', loop='j_2')
@@ -405,13 +409,8 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     a = analyse(func)
     t = plan(a, unit, l1)
     b, m = _Builder(func, kernel), a.block
-    for blk in a.before:  # producers (padding): read in place by the tile, no extra pass
-        b.attempt("compute_inline", block=blk)
-    vec = _split(b, m, t.vector, a.extent(t.vector), [t.nvec, t.lanes] if t.nvec > 1 else [t.lanes])
-    n_tile = min(len(vec), 2 if t.nvec > 1 else 1)  # the loops inside the tile: nvec (unrolled), lanes
-    v_outer, v_tile = vec[:-n_tile], vec[-n_tile:]
-    rows = _split(b, m, t.rows_loop, a.extent(t.rows_loop), [t.rows]) if t.rows_loop else []
-    u_outer, u_tile = (rows[:1], rows[1:]) if len(rows) == 2 else ([], rows)
+    v_outer, v_tile = _split(b, m, t.vector, a.extent(t.vector), [t.nvec, t.lanes] if t.nvec > 1 else [t.lanes])
+    u_outer, u_tile = _split(b, m, t.rows_loop, a.extent(t.rows_loop), [t.rows]) if t.rows_loop else ([], [])
     red = [lp.name for lp in a.reduction]
     if t.inner:
         if t.kc:
@@ -420,9 +419,15 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         else:
             red = [r for r in red if r != t.inner] + [t.inner]
     others = [lp.name for lp in a.spatial if lp.name not in (t.vector, t.rows_loop)]
-    outer = others + v_outer + u_outer
-    b.do("reorder", block=m, loops=outer + red + u_tile + v_tile)
-    if len(outer) > 1:
+    extent = {lp.name: lp.extent for lp in b.loops(m)}
+    # unit loops stay outside the fused loop: fusing them into it miscompiles transposed convs
+    units = [n for n in others + v_outer + u_outer if extent[n] == 1]
+    outer = [n for n in others + v_outer + u_outer if extent[n] > 1]
+    b.do("reorder", block=m, loops=units + outer + red + u_tile + v_tile)
+    # TVM 0.27 miscompiles a fused loop read through floordiv (the stride phases of a transposed
+    # conv): outer loops along which an access is not affine stay unfused, the first one parallel
+    bent = {lp.name for lp in a.spatial if any(acc.runs[lp.name] < lp.extent for acc in a.reads)}
+    if len(outer) > 1 and not bent & {t.vector, t.rows_loop, *others}:
         b.do("fuse", block=m, loops=outer)
         outer = ["_".join(outer) + "_fused"]
     out = a.write.buffer
@@ -432,11 +437,11 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     copy = f"{out}_local"
     remaining = [blk for blk in a.after if blk in list_blocks(b.sch)]
     if outer:
-        b.do("reverse_compute_at", block=copy, target_block=m, loop=outer[0])
+        b.do("reverse_compute_at", block=copy, target_block=m, loop=outer[-1])
         for blk in remaining:
-            b.attempt("reverse_compute_at", block=blk, target_block=m, loop=outer[0])
+            b.attempt("reverse_compute_at", block=blk, target_block=m, loop=outer[-1])
     for blk in [copy] + remaining:
-        inner = [lp for lp in b.loops(blk) if not outer or lp.depth > 0]
+        inner = [lp for lp in b.loops(blk) if not outer or lp.depth >= len(units) + len(outer)]
         if inner and inner[-1].extent > 1:
             b.attempt("vectorize", block=blk, loop=inner[-1].name)
     if outer:
