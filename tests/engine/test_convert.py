@@ -12,8 +12,8 @@ from workbench.engine import zoo
 from workbench.engine.errors import LayoutError, LoopError
 from workbench.engine.expert.convert import conversion_steps
 from workbench.engine.graph import GraphBuilder
-from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_actions, apply_layout
+from workbench.engine.book import LayoutBook
+from workbench.engine.keys import apply_actions, apply_layout
 from workbench.engine.loops import apply_steps, list_loops
 from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.program import make_program

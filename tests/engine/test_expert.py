@@ -11,8 +11,8 @@ from workbench.engine.errors import LoopError
 from workbench.engine.expert import expert_steps
 from workbench.engine.expert.tiling import _example, analyse, main_block
 from workbench.engine.graph import GraphBuilder
-from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_actions
+from workbench.engine.book import LayoutBook
+from workbench.engine.keys import apply_actions
 from workbench.engine.loops import apply_steps, list_blocks, list_loops
 from workbench.engine.presets import preset_actions
 from workbench.engine.program import Program, make_program

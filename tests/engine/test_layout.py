@@ -17,8 +17,10 @@ from tvm.sym.analyzer import Analyzer
 from workbench.engine import zoo
 from workbench.engine.errors import LayoutError
 from workbench.engine.graph import GraphBuilder
-from workbench.engine.layout import Layout, LayoutBook, Window
-from workbench.engine.layouts import apply_actions, apply_layout, current
+from workbench.engine.book import LayoutBook
+from workbench.engine.index import Window
+from workbench.engine.layout import Layout
+from workbench.engine.keys import apply_actions, apply_layout, current
 from workbench.engine.presets import preset_actions
 from workbench.engine.program import make_program
 

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from workbench.engine.errors import LayoutError
 from workbench.engine.graph import GraphBuilder
-from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_layout, current
+from workbench.engine.book import LayoutBook
+from workbench.engine.keys import apply_layout, current
 from workbench.engine.program import make_program
 
 TARGET = {"kind": "llvm", "num-cores": 2}

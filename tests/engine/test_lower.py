@@ -11,8 +11,8 @@ from tests.buffers import check_stored_buffers
 from workbench.engine import zoo
 from workbench.engine.errors import LayoutError
 from workbench.engine.graph import GraphBuilder
-from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_actions, apply_layout
+from workbench.engine.book import LayoutBook
+from workbench.engine.keys import apply_actions, apply_layout
 from workbench.engine.presets import preset_actions
 from workbench.engine.step import Step
 from workbench.engine.lower import lower_kernel

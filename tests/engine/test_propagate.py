@@ -12,8 +12,9 @@ import pytest
 from tests.buffers import check_stored_buffers
 from workbench.engine import zoo
 from workbench.engine.graph import GraphBuilder
-from workbench.engine.layout import Layout, LayoutBook
-from workbench.engine.layouts import apply_actions, apply_layout, layout_keys
+from workbench.engine.book import LayoutBook
+from workbench.engine.layout import Layout
+from workbench.engine.keys import apply_actions, apply_layout, layout_keys
 from workbench.engine.lower import lower
 from workbench.engine.presets import preset_actions
 from workbench.engine.program import Program

@@ -79,7 +79,7 @@ def test_round_trip_through_json(tmp_path):
 @pytest.mark.parametrize("mutate, fragment", [
     (lambda d: d.update(version=7), 'unsupported version 7'),
     (lambda d: d.update(target={}), 'field "target": needs a "kind"'),
-    (lambda d: d.update(model={"zoo": "gmm", "bogus": 1}), "bad options"),
+    (lambda d: d.update(model={"zoo": "gmm", "bogus": 1}), "unknown model option 'bogus' for gmm"),
     (lambda d: d["actions"].append({"kind": "layout", "tensor": "conv", "primitive": "split", "args": [1]}),
      'field "args" must be an object'),
     (lambda d: d["actions"].append({**SPLIT.to_json(), "extra": 1}), 'unknown field "extra"'),

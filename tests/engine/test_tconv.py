@@ -18,8 +18,8 @@ from tvm import tirx
 from workbench.engine import zoo
 from workbench.engine.errors import GraphError
 from workbench.engine.graph import GraphBuilder
-from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_actions
+from workbench.engine.book import LayoutBook
+from workbench.engine.keys import apply_actions
 from workbench.engine.presets import preset_actions
 from workbench.engine.loops import list_blocks, list_loops, walk_nest
 from workbench.engine.ops import tconv_executed_macs

@@ -108,7 +108,16 @@ def test_options_and_unknown_models():
     assert zoo.load("c3d", batch=3).tensor("conv").shape == (3, 64, 8, 28, 28)
     with pytest.raises(GraphError, match="unknown zoo model 'resnet9000'"):
         zoo.load("resnet9000")
-    with pytest.raises(GraphError, match="bad options"):
+    with pytest.raises(GraphError, match="unknown model option 'heads' for r18_stem; it takes: batch$"):
         zoo.load("r18_stem", heads=3)
-    with pytest.raises(GraphError, match="bert_tiny_layer supports batch 1"):
+    with pytest.raises(GraphError, match=r'model option "batch" of bert_tiny_layer must be in \[1, 1\], got 2$'):
         zoo.load("bert_tiny_layer", batch=2)
+    with pytest.raises(GraphError, match=r'model option "hidden" of bert_tiny_layer must be a multiple of heads \(3\)'):
+        zoo.load("bert_tiny_layer", hidden=128, heads=3)
+
+
+def test_every_builder_parameter_has_a_declared_schema():
+    import inspect
+
+    for name, build in zoo.MODELS.items():
+        assert set(inspect.signature(build).parameters) == set(zoo.OPTIONS[name]), name

@@ -32,8 +32,8 @@ import tvm
 
 from .graph import Graph, GraphBuilder
 from .interleave import ROUNDS, Remeasured, Timer, remeasure
-from .layout import LayoutBook
-from .layouts import apply_actions
+from .book import LayoutBook
+from .keys import apply_actions
 from .program import Built, make_program
 from .targets import cpu_name
 from .timing import NOISE

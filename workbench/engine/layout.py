@@ -18,20 +18,17 @@ workbench.engine.errors.LayoutError: split factors [3, 16] multiply to 48 but di
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-import tvm
 
 from .errors import LayoutError
-from .step import PrimitiveSpec
+from .index import Window, all_of, minimum
+from .step import PrimitiveSpec, Step
 
-__all__ = ["Window", "Prim", "Layout", "LayoutBook", "PRIMITIVES", "ADVANCED", "INVERSES", "index_scope", "bind_axis",
-           "simplify", "all_of"]
+__all__ = ["Layout", "PRIMITIVES", "ADVANCED", "INVERSES"]
 
 #: Layout primitive -> its typed arguments (the names are part of the session file format).
 PRIMITIVES: dict[str, PrimitiveSpec] = {
@@ -55,82 +52,6 @@ PRIMITIVES: dict[str, PrimitiveSpec] = {
 ADVANCED = frozenset({"unfold", "pad", "store_at"})
 #: inverse primitive -> the primitive it undoes
 INVERSES = {name: spec.inverse_of for name, spec in PRIMITIVES.items() if spec.inverse_of}
-
-
-########## Index arithmetic on ints, NumPy arrays and TVM expressions ##########
-
-def _is_expr(*xs: Any) -> bool:
-    return any(isinstance(x, tvm.ir.base.Node) for x in xs)
-
-
-def _min(a: Any, b: Any) -> Any:
-    if _is_expr(a, b):
-        return tvm.tirx.min(a, b)
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.minimum(a, b)
-    return min(a, b)
-
-
-def all_of(conds: Sequence[Any]) -> Any:
-    """Conjunction of conditions, for whichever kind of index they are built from."""
-    if not conds:
-        return True
-    if _is_expr(*conds):
-        return tvm.tirx.all(*conds)
-    out = conds[0]
-    for c in conds[1:]:
-        out = out & c
-    return out
-
-
-#: while lowering one stage: an analyzer that knows the ranges of its loop variables, so
-#: index expressions such as ``(i0 * 16 + i2) // 16`` come out as ``i0`` (TVM's own passes do not
-#: simplify them, and unsimplified div/mod blocks vectorization).
-_SCOPE: contextvars.ContextVar[Any] = contextvars.ContextVar("index_scope", default=None)
-
-
-@contextlib.contextmanager
-def index_scope(axes: Sequence[tuple[Any, int]]):
-    """Within it, ``simplify`` knows that each ``var`` of ``axes`` lies in ``[0, extent)``."""
-    from tvm.sym.analyzer import Analyzer
-
-    ana = Analyzer()
-    for var, extent in axes:
-        ana.bind(var, tvm.ir.Range(0, extent))
-    token = _SCOPE.set(ana)
-    try:
-        yield ana
-    finally:
-        _SCOPE.reset(token)
-
-
-def bind_axis(var: Any, extent: int) -> None:
-    """Tell the current scope a reduction variable's range (no-op outside lowering)."""
-    ana = _SCOPE.get()
-    if ana is not None:
-        ana.bind(var, tvm.ir.Range(0, extent))
-
-
-def simplify(x: Any) -> Any:
-    ana = _SCOPE.get()
-    return ana.simplify(x) if ana is not None and _is_expr(x) else x
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """A sliding-window access ``stride * i + offset`` with ``offset`` in ``[lo, lo + size)``
-    and ``i`` in ``[0, count)``: what ALT's Eq. 1 needs to send each output tile to one
-    contiguous input tile of an unfolded dimension."""
-
-    i: Any
-    stride: int
-    offset: Any
-    lo: int
-    size: int
-    count: int
-
-    def shifted(self, by: int) -> "Window":
-        return replace(self, offset=self.offset + by, lo=self.lo + by)
 
 
 ########## Transforms: one per primitive, over the current dims ##########
@@ -244,7 +165,7 @@ class _Unfold(_Transform):
     tiles: int
 
     def _canonical(self, x):
-        t = _min(x // self.stride, self.tiles - 1)
+        t = minimum(x // self.stride, self.tiles - 1)
         return t, x - t * self.stride
 
     def fwd(self, idx, win):
@@ -330,39 +251,12 @@ def _drop_win(win: dict[int, Window], at: int, new: int, old: int = 1) -> dict[i
 ########## Layout ##########
 
 @dataclass(frozen=True, slots=True)
-class Prim:
-    """One recorded primitive, hashable: ``Prim("split", (("dim", 1), ("factors", (4, 16))))``."""
-
-    name: str
-    args: tuple[tuple[str, Any], ...]
-
-    @staticmethod
-    def make(name: str, **args: Any) -> "Prim":
-        return Prim(name, tuple((k, _freeze(v)) for k, v in args.items()))
-
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.args}
-
-    def __str__(self) -> str:
-        return f"{self.name}({', '.join(f'{k}={v}' for k, v in self.kwargs.items())})"
-
-
-def _freeze(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return tuple(_freeze(x) for x in v)
-    if isinstance(v, np.integer):
-        return int(v)
-    return v
-
-
-@dataclass(frozen=True, slots=True)
 class Layout:
     """A tensor's storage layout: its logical shape and the primitives applied to it."""
 
     logical: tuple[int, ...]
     names: tuple[str, ...]
-    prims: tuple[Prim, ...] = ()
+    prims: tuple[Step, ...] = ()  # layout steps, their target left empty
     # derived: the stored dims and one transform per primitive
     dims: tuple[_Dim, ...] = field(default=(), compare=False, repr=False)
     transforms: tuple[_Transform, ...] = field(default=(), compare=False, repr=False)
@@ -381,16 +275,16 @@ class Layout:
         return Layout(shape, names, (), dims, (), shape)
 
     @staticmethod
-    def build(shape: Sequence[int], names: str | Sequence[str] | None, prims: Sequence[Prim]) -> "Layout":
+    def build(shape: Sequence[int], names: str | Sequence[str] | None, prims: Sequence[Step]) -> "Layout":
         lay = Layout.identity(shape, names)
         for p in prims:
-            if p.name == "store_at":
+            if p.primitive == "store_at":
                 # A host's record of a store_at (``with_slot``: into="<tensor>"): replay the slot.
                 # ``apply`` refuses store_at, so rebuilding a host failed before (a second
                 # attachment, decouple_at of the later one, or pad+unpad after a store_at).
                 lay = lay.with_slot(p.kwargs["dim"], str(p.kwargs["into"]).strip("<>"))
             else:
-                lay = lay.apply(p.name, **p.kwargs)
+                lay = lay.apply(p.primitive, **p.kwargs)
         return lay
 
     ########## properties ##########
@@ -401,7 +295,7 @@ class Layout:
     @property
     def advanced(self) -> bool:
         """True when the layout changes data (duplication, zeros, another tensor's slots)."""
-        return any(p.name in ADVANCED for p in self.prims) or any(
+        return any(p.primitive in ADVANCED for p in self.prims) or any(
             isinstance(t, _Split) and math.prod(t.factors) != t.extent for t in self.transforms)
 
     @property
@@ -463,7 +357,7 @@ class Layout:
                               + (f"missing {sorted(missing)}" if missing else f"unexpected {sorted(extra)}"))
         if name == "store_at":
             raise LayoutError("store_at involves two tensors: apply it through LayoutBook")
-        prims = self.prims + (Prim.make(name, **args),)
+        prims = self.prims + (Step.make("layout", "", name, **args),)
         dims, t = getattr(self, f"_{name}")(**args)
         new = Layout(self.logical, self.names, prims, tuple(dims), self.transforms + (t,),
                      self.shape if t is None else _shape(dims, self.shape, t))
@@ -538,7 +432,7 @@ class Layout:
         """An inverse right after its primitive undoes it: drop both, leaving a clean record."""
         if len(self.prims) >= 2:
             last, prev = self.prims[-1], self.prims[-2]
-            if INVERSES.get(last.name) == prev.name and last.kwargs["dim"] == prev.kwargs["dim"]:
+            if INVERSES.get(last.primitive) == prev.primitive and last.kwargs["dim"] == prev.kwargs["dim"]:
                 return Layout.build(self.logical, self.names, self.prims[:-2])
         return self
 
@@ -655,7 +549,7 @@ class Layout:
         old = self.dims[d]
         dims = self.dims[:d] + (_Dim(old.name, old.origin, old.hist + (_Slotted(tensor),)),) + self.dims[d + 1:]
         t = _Slot(d, self.shape[d])
-        prims = self.prims + (Prim.make("store_at", into=f"<{tensor}>", dim=d),)
+        prims = self.prims + (Step.make("layout", "", "store_at", into=f"<{tensor}>", dim=d),)
         return Layout(self.logical, self.names, prims, dims, self.transforms + (t,), _shape(dims, self.shape, t))
 
     def without_last(self) -> "Layout":
@@ -683,129 +577,3 @@ def _shape(dims, old: tuple[int, ...], t: _Transform) -> tuple[int, ...]:
     if isinstance(t, _Slot):
         return old[: t.dim] + (old[t.dim] + 1,) + old[t.dim + 1:]
     raise TypeError(t)
-
-
-########## LayoutBook: the layouts of all tensors, with store_at between them ##########
-
-@dataclass(frozen=True, slots=True)
-class Attachment:
-    """``tensor`` lives in the slot that store_at added to dim ``dim`` of ``host``."""
-
-    tensor: str
-    host: str
-    dim: int
-    at: int  # index of the slot transform in the host's layout
-
-
-@dataclass(frozen=True, slots=True)
-class LayoutBook:
-    """Requested layouts by tensor name (missing = identity) and store_at attachments."""
-
-    layouts: tuple[tuple[str, Layout], ...] = ()
-    attachments: tuple[Attachment, ...] = ()
-
-    def get(self, name: str) -> Layout | None:
-        return dict(self.layouts).get(name)
-
-    def attachment(self, name: str) -> Attachment | None:
-        return next((a for a in self.attachments if a.tensor == name), None)
-
-    def with_layout(self, name: str, layout: Layout) -> "LayoutBook":
-        items = dict(self.layouts)
-        if layout.is_identity:
-            items.pop(name, None)
-        else:
-            items[name] = layout
-        return replace(self, layouts=tuple(sorted(items.items())))
-
-    def apply(self, name: str, base: Layout, prim: str, args: dict[str, Any],
-              host_base: Layout | None = None) -> "LayoutBook":
-        """Apply primitive ``prim`` to tensor ``name`` whose identity layout is ``base``.
-
-        ``host_base`` is the identity layout of ``args["into"]`` for store_at."""
-        if self.attachment(name) and prim != "decouple_at":
-            raise LayoutError(f"{name} is stored inside {self.attachment(name).host} (store_at); "
-                              f"decouple_at first")
-        current = self.get(name) or base
-        if prim == "store_at":
-            return self._store_at(name, current, args, host_base)
-        if prim == "decouple_at":
-            return self._decouple_at(name, args)
-        return self.with_layout(name, current.apply(prim, **args))
-
-    def store_at(self, name: str, base: Layout, into: str, host_base: Layout, dim: int) -> LayoutBook:
-        """Store tensor ``name`` in an extra slot that ``dim`` of tensor ``into`` grows (e.g. a
-        bias beside its weights); ``base`` and ``host_base`` are their identity layouts.
-
-        >>> bias, weight = Layout.identity((64,), "O"), Layout.identity((64, 3), "OI")
-        >>> book = LayoutBook().store_at("bias", bias, "weight", weight, dim=1)
-        >>> book.get("weight"), book.storage("bias"), book.forward("bias", bias, [5])
-        (Layout(O I, shape=(64, 4)), 'weight', [5, 3])
-        """
-        return self.apply(name, base, "store_at", {"into": into, "dim": dim}, host_base=host_base)
-
-    def decouple_at(self, name: str, dim: int) -> LayoutBook:
-        """Undo the store_at at ``dim`` (of the stored tensor ``name``, or of its host).
-
-        >>> bias, weight = Layout.identity((64,), "O"), Layout.identity((64, 3), "OI")
-        >>> LayoutBook().store_at("bias", bias, "weight", weight, dim=1).decouple_at("bias", 1) == LayoutBook()
-        True
-        """
-        return self._decouple_at(name, {"dim": dim})
-
-    def _store_at(self, name: str, current: Layout, args: dict[str, Any], host_base: Layout | None) -> "LayoutBook":
-        if set(args) != {"into", "dim"}:
-            raise LayoutError(f"store_at takes arguments ['dim', 'into'], got {sorted(args)}")
-        into, dim = args["into"], args["dim"]
-        if host_base is None:
-            raise LayoutError(f"store_at into unknown tensor {into!r}")
-        if into == name:
-            raise LayoutError(f"store_at: {name} cannot be stored into itself")
-        if not current.is_identity:
-            raise LayoutError(f"store_at: {name} already has layout primitives; store_at must come first")
-        if self.attachment(into):
-            raise LayoutError(f"store_at: {into} is itself stored inside {self.attachment(into).host}")
-        host = self.get(into) or host_base
-        d = host._dim(dim)
-        rest = host.shape[:d] + host.shape[d + 1:]
-        if tuple(current.shape) != rest[: len(current.shape)]:
-            raise LayoutError(f"store_at: {name} has shape {current.shape} but {into} without dim {d} "
-                              f"({host.dims[d].name}) starts with {rest[: len(current.shape)]}")
-        new_host = host.with_slot(d, name)
-        book = self.with_layout(into, new_host)
-        att = Attachment(name, into, d, len(new_host.transforms) - 1)
-        return replace(book, attachments=self.attachments + (att,))
-
-    def _decouple_at(self, name: str, args: dict[str, Any]) -> "LayoutBook":
-        if set(args) != {"dim"}:
-            raise LayoutError(f"decouple_at takes arguments ['dim'], got {sorted(args)}")
-        att = self.attachment(name) or next(
-            (a for a in self.attachments if a.host == name and a.dim == args["dim"]), None)
-        if att is None:
-            raise LayoutError(f"decouple_at: nothing is stored at dim {args['dim']} of {name}")
-        if att.dim != args["dim"]:
-            raise LayoutError(f"decouple_at: {att.tensor} is stored at dim {att.dim} of {att.host}, "
-                              f"not dim {args['dim']}")
-        host = self.get(att.host)
-        if len(host.transforms) - 1 != att.at:
-            raise LayoutError(f"decouple_at: {att.host} has primitives after the store_at of {att.tensor}; "
-                              f"undo them first")
-        book = self.with_layout(att.host, host.without_last())
-        return replace(book, attachments=tuple(a for a in self.attachments if a is not att))
-
-    def forward(self, name: str, base: Layout, idx: Sequence[Any], windows: dict[int, Window] | None = None) -> list:
-        """Stored index of ``name``'s element ``idx`` (in its host's buffer when attached)."""
-        att = self.attachment(name)
-        if att is None:
-            return (self.get(name) or base).forward(idx, windows)
-        host = self.get(att.host)
-        at_shape = Layout.build(host.logical, host.names, host.prims[: att.at]).shape
-        full, it = [], iter(idx)
-        for d, n in enumerate(at_shape):
-            full.append(n if d == att.dim else next(it, 0))
-        return host.forward_from(att.at, full)
-
-    def storage(self, name: str) -> str:
-        """The buffer that holds ``name`` (its host's when attached)."""
-        att = self.attachment(name)
-        return att.host if att else name

@@ -16,7 +16,7 @@ import numpy as np
 import tvm
 from tvm import te
 
-from .layout import all_of, index_scope, simplify
+from .index import all_of, index_scope, simplify
 from .propagate import Kernel, Plan, base_layout
 
 __all__ = ["lower_kernel", "lower", "stored_constants"]

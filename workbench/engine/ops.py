@@ -26,7 +26,7 @@ import numpy as np
 import tvm
 from tvm import te
 
-from .layout import Window, all_of, bind_axis, simplify
+from .index import Window, all_of, bind_axis, simplify
 
 __all__ = ["OpDef", "OPS", "Reader", "tconv_executed_macs"]
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from .errors import LayoutError
 from .graph import Graph
-from .layouts import key_base, layout_keys
+from .keys import key_base, layout_keys
 from .step import Step
 
 __all__ = ["Preset", "PRESETS", "preset_actions", "channels_last", "blocked", "alt_tiled", "nkn"]

@@ -17,7 +17,7 @@ import tvm
 
 from .errors import BuildError
 from .graph import Graph
-from .layout import LayoutBook
+from .book import LayoutBook
 from .lower import lower, stored_constants
 from .propagate import Plan, plan_layouts
 from .targets import DEFAULT_TARGET, target_from

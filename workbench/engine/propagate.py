@@ -42,7 +42,8 @@ from dataclasses import dataclass, field, replace
 import tvm
 
 from .graph import Graph, Node
-from .layout import Layout, LayoutBook
+from .book import LayoutBook
+from .layout import Layout
 from .ops import names_for
 
 __all__ = ["Buffer", "Conversion", "Origin", "Kernel", "Plan", "plan_layouts", "base_layout", "same_storage"]
@@ -261,7 +262,7 @@ def plan_layouts(graph: Graph, book: LayoutBook, fuse: bool = True) -> Plan:
             buffers[t.name] = Buffer(t.name, t.name, base, "op")
             current[t.name] = convert(t.name, f"{t.name}@stored", t.name, lay,
                                       f"{prod.name} is complex and does not write a layout that "
-                                      f"changes data ({', '.join(p.name for p in lay.prims)})")
+                                      f"changes data ({', '.join(p.primitive for p in lay.prims)})")
         else:
             buffers[t.name] = Buffer(t.name, t.name, lay, t.role)
             current[t.name] = t.name

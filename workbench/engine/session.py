@@ -28,11 +28,12 @@ from typing import Any, Mapping
 from . import zoo
 from .errors import SessionError, WorkbenchError
 from .graph import Graph
-from .layout import LayoutBook
-from .layouts import apply_layout, key_base
+from .book import LayoutBook
+from .keys import apply_layout, key_base
 from .presets import preset_actions
 from .program import Program, make_program
 from .targets import DEFAULT_TARGET
+from .expert.convert import conversion_steps
 from .step import Step
 
 __all__ = ["FORMAT", "VERSION", "Session", "State", "KernelSchedule", "replay", "load", "load_state", "save", "loads",
@@ -78,7 +79,8 @@ def new_session(model: str = zoo.DEFAULT_MODEL, name: str | None = None, target:
 
 @dataclass(frozen=True)
 class KernelSchedule:
-    """Which schedule a kernel gets: ``tuned`` (a trace), ``loop steps`` or ``default`` (none)."""
+    """Which schedule a kernel gets: ``tuned`` (a trace), ``loop steps`` (the session's),
+    ``conversion`` (a stand-alone conversion's analytic loop steps) or ``default`` (none)."""
 
     kind: str
     steps: tuple[Step, ...] = ()
@@ -100,6 +102,7 @@ class State:
     book: LayoutBook = field(default_factory=LayoutBook)
     schedules: Mapping[str, KernelSchedule] = field(default_factory=dict)
     _funcs: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> PrimFunc
+    _conversions: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> KernelSchedule
 
     @staticmethod
     def of(session: Session) -> State:
@@ -201,7 +204,7 @@ class State:
 
     def _with_book(self, book: LayoutBook) -> State:
         # new layouts give new kernels: every schedule and memo is dropped
-        return self._replace(book=book, schedules={}, _funcs={})
+        return self._replace(book=book, schedules={}, _funcs={}, _conversions={})
 
     def _with_schedule(self, kernel: str, sched: KernelSchedule) -> State:
         return self._replace(schedules={**self.schedules, kernel: sched},
@@ -221,8 +224,16 @@ class State:
         return make_program(self.graph, self.book)
 
     def schedule(self, kernel: str) -> KernelSchedule:
-        """The one place that decides which schedule a kernel gets."""
-        return self.schedules.get(kernel, _DEFAULT)
+        """The one place that decides which schedule a kernel gets: the session's (loop steps or
+        a tuned trace); else, for a stand-alone layout conversion, its analytic schedule
+        (``expert.convert``: parallel, vectorized along the destination, cache-tiled); else none."""
+        if kernel in self.schedules:
+            return self.schedules[kernel]
+        if kernel not in self._conversions:
+            k = next((k for k in self.program.plan.kernels if k.name == kernel), None)
+            self._conversions[kernel] = _DEFAULT if k is None or k.conversion is None else KernelSchedule(
+                "conversion", tuple(conversion_steps(self.program.funcs[kernel], kernel, self.session.target)))
+        return self._conversions[kernel]
 
     def scheduled_schedule(self, kernel: str):
         """The kernel's ``tvm.s_tir.Schedule`` after its schedule (a new one each call)."""
@@ -231,7 +242,7 @@ class State:
         func, sched = self.program.funcs[kernel], self.schedule(kernel)
         if sched.kind == "tuned":
             return apply_trace_json(func, sched.trace)
-        if sched.kind == "loop steps":
+        if sched.kind in ("loop steps", "conversion"):
             return apply_steps(func, sched.steps)
         return empty_schedule(func)
 
@@ -244,7 +255,8 @@ class State:
         return self._funcs[kernel]
 
     def scheduled_program(self) -> Program:
-        return self.program.with_funcs({k: self.scheduled(k) for k in self.schedules if k in self.program.funcs})
+        return self.program.with_funcs({k: self.scheduled(k) for k in self.program.funcs
+                                         if self.schedule(k).kind != "default"})
 
 
 def _layout(graph: Graph, book: LayoutBook, step: Step, fresh: bool = False) -> LayoutBook:

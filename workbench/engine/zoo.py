@@ -103,8 +103,6 @@ def bert_tiny_layer(batch: int = 1, seq: int = 128, hidden: int = 128, heads: in
     -> ffn1_bias (ffn1_bias.bias) -> gelu -> ffn2 (GMM to 128; ffn2.weight) -> ffn2_bias (ffn2_bias.bias)
     -> add2 (+ ln1) -> ln2 (layer norm; ln2.gamma, ln2.beta) (S,H).
     """
-    if batch != 1:
-        raise GraphError("bert_tiny_layer supports batch 1 (the sequence is the row dim)")
     b = GraphBuilder("bert_tiny_layer")
     x = b.input("data", (seq, hidden), "SH")
     dh = hidden // heads
@@ -220,6 +218,7 @@ class IntOption:
 _BATCH = IntOption(1, 256)
 #: model -> option -> its schema (every builder parameter is declared)
 OPTIONS: dict[str, dict[str, IntOption]] = {name: {"batch": _BATCH} for name in MODELS}
+# batch 1 only: the sequence is the row dim
 OPTIONS["bert_tiny_layer"] = {"batch": IntOption(1, 1), "seq": IntOption(1, 4096),
                               "hidden": IntOption(1, 4096, "heads"), "heads": IntOption(1, 64)}
 OPTIONS["gmm"] = {"batch": IntOption(1, 1), "m": IntOption(1, 65536), "n": IntOption(1, 65536),

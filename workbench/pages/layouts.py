@@ -11,7 +11,7 @@ import streamlit as st
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.step import Step
 from workbench.engine.layout import PRIMITIVES
-from workbench.engine.layouts import access_text, apply_actions, apply_layout, current, layout_keys
+from workbench.engine.keys import access_text, apply_actions, apply_layout, current, layout_keys
 from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.propagate import plan_layouts
 from workbench.pages import _state

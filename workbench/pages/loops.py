@@ -23,6 +23,9 @@ kernel = st.selectbox("Fused kernel", names, index=names.index(state.home_kernel
                       key="loop_kernel",
                       format_func=lambda k: f"{k}  ({' → '.join(plan.kernels[names.index(k)].ops) or 'conversion'})")
 view = nest_view(state, kernel)
+if (sched := state.schedule(kernel)).kind == "conversion":
+    st.caption("This conversion runs on its analytic schedule (parallel, vectorized along the destination, "
+               "cache-tiled); a loop primitive you apply replaces it:  \n" + "  \n".join(f"`{s}`" for s in sched.steps))
 blocks, loops = list(view.blocks), view.loops
 
 with st.expander("Blocks and loops (outermost first)", expanded=True):

@@ -25,8 +25,8 @@ if TYPE_CHECKING:  # engine types, for readers only
 __all__ = ["KIND_COLOURS", "display_graph", "graph_figure"]
 
 KIND_COLOURS = {"complex": "#1f77b4", "elementwise": "#2ca02c", "other": "#7f7f7f",
-                "conversion": "#d62728", "input": "#bcbd22", "output": "#17becf"}
-_SYMBOLS = {"conversion": "diamond", "input": "triangle-right", "output": "square"}
+                "conversion": "#d62728", "fused conversion": "#ff9896", "input": "#bcbd22", "output": "#17becf"}
+_SYMBOLS = {"conversion": "diamond", "fused conversion": "diamond-open", "input": "triangle-right", "output": "square"}
 _GROUP_FILL = "rgba(31, 119, 180, 0.08)"
 
 
@@ -56,8 +56,10 @@ def display_graph(graph: "Graph", plan: "Plan") -> nx.DiGraph:
             cname = f"convert {c.tensor}→{buf}"
             if cname not in g:
                 lay = plan.buffers[buf].layout
-                g.add_node(cname, kind="conversion", label=f"convert {c.tensor}", group=None,
-                           hover=f"<b>conversion</b> of {c.tensor}<br>to [{lay.label}] {_shape(lay.shape)}<br>{c.reason}")
+                # a fused conversion is written by its producer's kernel (ALT section 5): no pass of its own
+                kind = "fused conversion" if c.fused else "conversion"
+                g.add_node(cname, kind=kind, label=f"convert {c.tensor}", group=group.get(c.into) if c.fused else None,
+                           hover=f"<b>{kind}</b> of {c.tensor}<br>to [{lay.label}] {_shape(lay.shape)}<br>{c.reason}")
                 _edge(g, graph, plan, source(c.src), cname, c.tensor, c.src)
             return cname
         tensor = plan.buffers[buf].tensor

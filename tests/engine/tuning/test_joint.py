@@ -6,8 +6,8 @@ import pytest
 
 from workbench.engine import zoo
 from workbench.engine.errors import TuneError
-from workbench.engine.layout import LayoutBook
-from workbench.engine.layouts import apply_actions
+from workbench.engine.book import LayoutBook
+from workbench.engine.keys import apply_actions
 from workbench.engine.loops import apply_trace_json
 from workbench.engine.program import make_program
 from workbench.engine.targets import DEFAULT_TARGET

@@ -24,8 +24,8 @@ import numpy as np
 
 from ..errors import TuneError, WorkbenchError
 from ..graph import Graph
-from ..layout import LayoutBook
-from ..layouts import apply_actions
+from ..book import LayoutBook
+from ..keys import apply_actions
 from ..presets import preset_actions
 from ..program import make_program
 from ..step import Step

@@ -1,5 +1,5 @@
-"""Layout steps on a graph: apply a primitive to a tensor by name (presets, which expand into
-several primitives, are in ``presets``).
+"""Layout keys of a graph, and layout steps applied by key (presets, which expand into several
+steps, are in ``presets``).
 
 A layout key is a tensor name, or ``"T@op"``: the layout complex op ``op`` wants for its input
 ``T`` (see ``propagate``). Every function returns a new ``LayoutBook``; a refused primitive
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .book import LayoutBook
 from .errors import LayoutError
 from .graph import Graph
-from .layout import Layout, LayoutBook
+from .layout import Layout
 from .propagate import base_layout
 from .step import Step
 
