@@ -184,13 +184,17 @@ def test_an_elementwise_op_before_a_conv_writes_its_layout():
     run_all_buffers(g, book)
 
 
-def test_a_simple_op_writes_one_consumers_wish_and_a_second_wish_gets_a_conversion():
+def fan_graph():
+    """data -> relu -> two convs (ca, cb) reading relu."""
     b = GraphBuilder("fan")
-    x = b.input("data", (1, 8, 6, 6))
-    r = b.op("relu", "relu", x)
+    r = b.op("relu", "relu", b.input("data", (1, 8, 6, 6)))
     b.op("ca", "conv2d", r, b.const("ca.weight", (4, 8, 3, 3)))
     b.op("cb", "conv2d", r, b.const("cb.weight", (4, 8, 3, 3)))
-    g = b.build()
+    return b.build()
+
+
+def test_a_simple_op_writes_one_consumers_wish_and_a_second_wish_gets_a_conversion():
+    g = fan_graph()
     book = apply_layout(g, LayoutBook(), "relu@ca", "reorder", {"perm": [0, 2, 3, 1]})
     book = apply_layout(g, book, "relu@cb", "split", {"dim": 1, "factors": [2, 4]})
     plan = plan_layouts(g, book)
@@ -421,12 +425,7 @@ def test_fusion_goes_on_across_a_conversion_after_a_complex_op():
 
 
 def test_a_simple_op_kernel_writes_a_second_wish_itself():
-    b = GraphBuilder("fan")
-    x = b.input("data", (1, 8, 6, 6))
-    r = b.op("relu", "relu", x)
-    b.op("ca", "conv2d", r, b.const("ca.weight", (4, 8, 3, 3)))
-    b.op("cb", "conv2d", r, b.const("cb.weight", (4, 8, 3, 3)))
-    g = b.build()
+    g = fan_graph()
     book = apply_layout(g, LayoutBook(), "relu@ca", "reorder", {"perm": [0, 2, 3, 1]})
     book = apply_actions(g, book, preset_actions(g, "blocked", "relu@cb", factor=4))
     unfused, fused = _outputs_equal(g, book)

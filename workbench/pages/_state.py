@@ -13,9 +13,10 @@ revision (``Session.key()``) they came from, so a page never shows one as the cu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,18 @@ def state() -> State:
 
 def _origins(s: State) -> dict[str, str]:
     return {t: o.layout for t, o in s.program.plan.origins.items()}
+
+
+@contextlib.contextmanager
+def attempt(prefix: str = "", rerun: bool = True) -> Iterator[None]:
+    """Run a button's work: a ``WorkbenchError`` it raises is shown at the top of the page (after
+    ``prefix``) and changes nothing; then the script reruns to draw the result."""
+    try:
+        yield
+    except WorkbenchError as e:
+        st.session_state.error = f"{prefix}{e}"
+    if rerun:
+        st.rerun()
 
 
 def act(change: Callable[[State], State], note: str = "") -> bool:

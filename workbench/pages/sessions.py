@@ -25,14 +25,11 @@ with save_col:
     st.subheader("Save")
     name = st.text_input("Session name", session.name, key="save_name")
     if st.button("Save", icon=":material/save:", key="save", type="primary"):
-        try:
+        with _state.attempt():
             path = save(state.renamed(name).session, safe_path(_state.SESSIONS_DIR, name))
             _state.open_session(state.renamed(name))
             _state.mark_saved()
             st.session_state.saved = {"session": _state.session().key(), "path": str(path)}
-        except WorkbenchError as e:
-            st.session_state.error = str(e)
-        st.rerun()
     if _state.current_revision(saved := st.session_state.get("saved")):
         st.success(f"saved to {saved['path']}")
     elif _state.unsaved():
@@ -45,20 +42,14 @@ with open_col:
     files = list_sessions(_state.SESSIONS_DIR)
     pick = st.selectbox("From the sessions folder", files, key="open_pick") if files else None
     if st.button("Open", icon=":material/folder_open:", key="open", disabled=pick is None):
-        try:
+        with _state.attempt(f"{pick}: "):
             _state.open_session(load_state(safe_path(_state.SESSIONS_DIR, pick)), f"opened {pick}")
             _state.mark_saved()
-        except WorkbenchError as e:
-            st.session_state.error = f"{pick}: {e}"
-        st.rerun()
     up = st.file_uploader(f"Or upload a session file (at most {MAX_SESSION_MB} MB)", type=["json"], key="upload",
                           max_upload_size=MAX_SESSION_MB)
     if up is not None and st.button("Open the uploaded file", key="open_upload"):
-        try:
+        with _state.attempt(f"{up.name}: "):
             _state.open_session(loads_state(up.getvalue().decode("utf-8", errors="replace")), f"opened {up.name}")
-        except WorkbenchError as e:
-            st.session_state.error = f"{up.name}: {e}"
-        st.rerun()
 
 st.subheader("Export the tuning record")
 st.caption("One MetaSchedule workload per kernel (its layout-transformed PrimFunc) with the kernel's schedule as "
@@ -86,18 +77,12 @@ if "replay_job" not in st.session_state and (adopted := queue.job_of(owner, "rep
 replaying = (job := st.session_state.get("replay_job")) is not None and job.running()
 go, halt = st.columns(2)
 if go.button("Replay in a worker", icon=":material/play_arrow:", key="replay", disabled=replaying):
-    try:
+    with _state.attempt():
         folder = _state.WORK_DIR / "replay" / owner / f"{session.name}-{session.key()}"
         st.session_state.replay_job = start_job(replay_job_spec(session), folder, owner=owner, queue=queue)
-    except WorkbenchError as e:
-        st.session_state.error = str(e)
-    st.rerun()
 if halt.button("Stop the replay", icon=":material/stop:", key="replay_stop", disabled=not replaying):
-    try:
+    with _state.attempt():
         job.stop(owner=owner)
-    except WorkbenchError as e:
-        st.session_state.error = str(e)
-    st.rerun()
 
 
 @st.fragment(run_every=1.0)

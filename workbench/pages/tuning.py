@@ -42,21 +42,15 @@ job = st.session_state.get("tune_job")
 running = job is not None and job.running()
 start, stop = st.columns(2)
 if start.button("Start tuning", icon=":material/play_arrow:", key="tune_start", type="primary", disabled=running):
-    try:
+    with _state.attempt():
         options = TuneOptions(rpc=RpcConfig.parse(rpc) if rpc.strip() else None, joint_fraction=fraction)
         spec = session_job_spec(session, stage, budget, options)
         st.session_state.tune_job = start_job(spec, job_dir(), owner=owner, queue=queue)
         st.session_state.tune_base = (session.key(), len(session.steps))
         st.session_state.pop("error", None)
-    except WorkbenchError as e:
-        st.session_state.error = str(e)
-    st.rerun()
 if stop.button("Stop", icon=":material/stop:", key="tune_stop", disabled=not running):
-    try:
+    with _state.attempt():
         job.stop(owner=owner)
-    except WorkbenchError as e:
-        st.session_state.error = str(e)
-    st.rerun()
 st.caption(f"Jobs of every tab share this machine: {queue.limit} at a time, one per tab; the others wait in line.")
 
 
