@@ -388,11 +388,14 @@ def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceiling
     if size < 4 * llc:
         note = (note + "; " if note else "") + (f"the OS reports a {llc // _MIB} MiB last-level cache: the bandwidth "
                                                 f"arrays are capped at {size // _MIB} MiB each")
-    copy_gbs, triad_gbs = _stream_gbs(target, size // 4)
+    # TVM's kernels first: once NumPy's and PyTorch's thread pools exist, their idle threads
+    # compete with TVM's for the two cores and the FMA kernel can lose half its rate
     shape = peak_kernel_shape(target)
+    peak = _peak_gflops(target, shape, cores)
+    copy_gbs, triad_gbs = _stream_gbs(target, size // 4)
     clock, clock_source = cpu_clock()
     library = library_gemm(cores, yardstick_n)
-    return Ceilings(cpu_name(), dict(target), _peak_gflops(target, shape, cores), copy_gbs, triad_gbs, caches, line,
+    return Ceilings(cpu_name(), dict(target), peak, copy_gbs, triad_gbs, caches, line,
                     note=note, isa=shape.isa, lanes=shape.lanes, accumulators=shape.accumulators,
                     fma_ports=FMA_PORTS, cores=cores, clock_ghz=clock, clock_source=clock_source, library=library)
 

@@ -10,6 +10,7 @@ answers 512 for every x86 target, so it is not used.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,8 @@ import tvm
 
 from .errors import BuildError
 
-__all__ = ["DEFAULT_TARGET", "host_cpu", "cpu_name", "resolve_target", "target_from", "VectorUnit", "vector_unit"]
+__all__ = ["DEFAULT_TARGET", "host_cpu", "cpu_name", "resolve_target", "target_from", "VectorUnit", "vector_unit",
+           "runtime_threads", "use_all_cores"]
 
 #: the target of a new session and of commands given none: this machine's CPU, both cores
 DEFAULT_TARGET: dict = {"kind": "llvm", "num-cores": 2}
@@ -55,8 +57,33 @@ def resolve_target(spec: Mapping) -> dict:
     return spec
 
 
+def runtime_threads(topology: Path = Path("/sys/devices/system/cpu/cpu0/topology")) -> int:
+    """One worker thread per physical core this process may run on."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:  # "0-1" or "0,4": the logical CPUs sharing cpu0's core
+        text = (topology / "thread_siblings_list").read_text().strip()
+        siblings = sum(int(b) - int(a) + 1 for a, _, b in (p.partition("-") for p in text.split(",")) if a) \
+            if "-" in text else len(text.split(","))
+    except (OSError, ValueError):
+        siblings = 1
+    return max(1, cpus // max(1, siblings))
+
+
+def use_all_cores() -> None:
+    """Give TVM's runtime one thread per physical core (unless ``TVM_NUM_THREADS`` says otherwise).
+
+    Why: TVM assumes two hyper-threads per x86 core and starts half as many threads as logical
+    CPUs, so on a machine without SMT (this project's 2-core VMs) every TVM kernel ran on one
+    core while PyTorch used both. The thread pool reads the variable when it starts, at the
+    first parallel kernel, so this runs before any build (``target_from``); worker processes
+    started afterwards inherit it."""
+    os.environ.setdefault("TVM_NUM_THREADS", str(runtime_threads()))
+
+
 def target_from(spec: Mapping) -> tvm.target.Target:
-    """A TVM target from the session's JSON dict; a bad one is a ``BuildError`` with TVM's reason."""
+    """A TVM target from the session's JSON dict; a bad one is a ``BuildError`` with TVM's reason.
+    Every build goes through here, so it first makes sure kernels will run on every core."""
+    use_all_cores()
     try:
         return tvm.target.Target(resolve_target(spec))
     except Exception as e:  # TVM raises several types for a bad target

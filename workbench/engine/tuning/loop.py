@@ -17,7 +17,7 @@ import tvm
 import tvm.s_tir.meta_schedule as ms
 
 from ..errors import TuneError
-from ..targets import resolve_target
+from ..targets import resolve_target, use_all_cores
 from .database import best_record, open_database, task_result
 from .options import TuneOptions, budget_shares
 from .progress import ProgressWriter, repair_jsonl
@@ -76,6 +76,7 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
     left = budget - sum(done.values())
     if left > 0:
         try:
+            use_all_cores()  # before MetaSchedule starts its runner processes: they inherit it
             tgt = tvm.target.Target(resolve_target(target))
         except Exception as e:
             raise TuneError(f"bad target {target}: {short_error(e)}") from None
