@@ -30,6 +30,7 @@ from workbench.engine.program import measure
 from workbench.engine.roofline import RooflinePoint, program_points
 from workbench.engine.session import Session, State, new_session, replay
 from workbench.engine.timing import Stats, compare
+from workbench.engine.tuning.worker import JobQueue
 from workbench.engine.workspace import load_workspace, new_workspace_id, save_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +114,16 @@ def attempt(prefix: str = "", rerun: bool = True) -> Iterator[None]:
         st.session_state.error = f"{prefix}{e}"
     if rerun:
         st.rerun()
+
+
+def tab_jobs(kind: str, key: str) -> tuple[str, JobQueue]:
+    """The tab's owner id and the machine's job queue; a job of ``kind`` this tab started before
+    a reload, still queued or running, is picked up again as ``st.session_state[key]``."""
+    init()
+    owner, queue = st.session_state.wid, JobQueue.at(WORK_DIR)
+    if key not in st.session_state and (adopted := queue.job_of(owner, kind)):
+        st.session_state[key] = adopted
+    return owner, queue
 
 
 def act(change: Callable[[State], State], note: str = "") -> bool:

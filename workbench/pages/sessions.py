@@ -10,7 +10,7 @@ from workbench.engine.errors import WorkbenchError
 from workbench.engine.export import export_zip
 from workbench.engine.session import (MAX_SESSION_MB, dumps, list_sessions, load_state, loads_state, safe_path,
                                       save)
-from workbench.engine.tuning.worker import Job, JobQueue, replay_job_spec, start_job
+from workbench.engine.tuning.worker import Job, replay_job_spec, start_job
 from workbench.pages import _state
 
 st.title("Sessions")
@@ -71,9 +71,7 @@ st.subheader("Replay headlessly")
 st.caption("Runs a replay job (`python -m workbench replay` in a worker process, in line with the tuning jobs) on "
            "the current session: it rebuilds the final kernels, checks them against the reference and writes "
            "kernels.so, program.py and report.json.")
-owner, queue = st.session_state.wid, JobQueue.at(_state.WORK_DIR)
-if "replay_job" not in st.session_state and (adopted := queue.job_of(owner, "replay")):
-    st.session_state.replay_job = adopted  # this tab's replay, still going after a reload
+owner, queue = _state.tab_jobs("replay", "replay_job")
 replaying = (job := st.session_state.get("replay_job")) is not None and job.running()
 go, halt = st.columns(2)
 if go.button("Replay in a worker", icon=":material/play_arrow:", key="replay", disabled=replaying):

@@ -11,7 +11,7 @@ import streamlit as st
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.tuning.options import TuneOptions
 from workbench.engine.tuning.rpc import RpcConfig
-from workbench.engine.tuning.worker import Job, JobQueue, session_job_spec, start_job
+from workbench.engine.tuning.worker import Job, session_job_spec, start_job
 from workbench.pages import _state
 from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure
 
@@ -35,9 +35,7 @@ def job_dir() -> Path:
     return _state.WORK_DIR / "tune" / owner / f"{session.name}-{stage}-{session.key()}"
 
 
-owner, queue = st.session_state.wid, JobQueue.at(_state.WORK_DIR)
-if "tune_job" not in st.session_state and (adopted := queue.job_of(owner, "tuning")):
-    st.session_state.tune_job = adopted  # this tab's run, still going after a reload
+owner, queue = _state.tab_jobs("tuning", "tune_job")
 job = st.session_state.get("tune_job")
 running = job is not None and job.running()
 start, stop = st.columns(2)

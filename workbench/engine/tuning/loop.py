@@ -16,8 +16,8 @@ from typing import Any, Sequence
 import tvm
 import tvm.s_tir.meta_schedule as ms
 
-from ..errors import TuneError
-from ..targets import resolve_target, use_all_cores
+from ..errors import BuildError, TuneError
+from ..targets import target_from
 from .database import best_record, open_database, task_result
 from .options import TuneOptions, budget_shares
 from .progress import ProgressWriter, repair_jsonl
@@ -75,11 +75,10 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
     done = {t.name: best_record(db, t.func)[2] for t in tasks}
     left = budget - sum(done.values())
     if left > 0:
-        try:
-            use_all_cores()  # before MetaSchedule starts its runner processes: they inherit it
-            tgt = tvm.target.Target(resolve_target(target))
-        except Exception as e:
-            raise TuneError(f"bad target {target}: {short_error(e)}") from None
+        try:  # target_from also gives TVM every core, before MetaSchedule's runner processes inherit it
+            tgt = target_from(target)
+        except BuildError as e:
+            raise TuneError(str(e)) from None
         import_tensor_intrinsics()  # MetaSchedule's TuneContext imports them: ~30 s without this
         with ExitStack() as scope:
             scope.enter_context(children_import_workbench())
