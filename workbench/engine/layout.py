@@ -278,14 +278,16 @@ class Layout:
     def build(shape: Sequence[int], names: str | Sequence[str] | None, prims: Sequence[Step]) -> "Layout":
         lay = Layout.identity(shape, names)
         for p in prims:
-            if p.primitive == "store_at":
-                # A host's record of a store_at (``with_slot``: into="<tensor>"): replay the slot.
-                # ``apply`` refuses store_at, so rebuilding a host failed before (a second
-                # attachment, decouple_at of the later one, or pad+unpad after a store_at).
-                lay = lay.with_slot(p.kwargs["dim"], str(p.kwargs["into"]).strip("<>"))
-            else:
-                lay = lay.apply(p.primitive, **p.kwargs)
+            lay = lay._replay(p)
         return lay
+
+    def _replay(self, p: Step) -> "Layout":
+        if p.primitive == "store_at":
+            # A host's record of a store_at (``with_slot``: into="<tensor>"): replay the slot.
+            # ``apply`` refuses store_at, so rebuilding a host failed before (a second
+            # attachment, decouple_at of the later one, or pad+unpad after a store_at).
+            return self.with_slot(p.kwargs["dim"], str(p.kwargs["into"]).strip("<>"))
+        return self.apply(p.primitive, **p.kwargs)
 
     ########## properties ##########
     @property
@@ -551,6 +553,24 @@ class Layout:
         t = _Slot(d, self.shape[d])
         prims = self.prims + (Step.make("layout", "", "store_at", into=f"<{tensor}>", dim=d),)
         return Layout(self.logical, self.names, prims, dims, self.transforms + (t,), _shape(dims, self.shape, t))
+
+    def zero_margin(self, dim: int) -> tuple[int, int]:
+        """Zeros stored before and after logical ``dim`` by pads of it (while it was still one
+        stored dim): a sliding window may read that far past the data with no bounds test.
+
+        >>> lay = Layout.identity((2, 5), "CW").split(0, [1, 2]).pad(2, before=1, after=2)
+        >>> lay.zero_margin(1), lay.zero_margin(0), lay.unfold(2, tile=4, stride=2).zero_margin(1)
+        ((1, 2), (0, 0), (1, 2))
+        """
+        lay, pads = Layout.identity(self.logical, self.names), []
+        for p in self.prims:
+            if p.primitive in ("pad", "unpad") and lay.dims[p.kwargs["dim"]].origin == dim:
+                if p.primitive == "pad":
+                    pads.append((p.kwargs["before"], p.kwargs["after"]))
+                else:
+                    pads.pop()
+            lay = lay._replay(p)
+        return sum(b for b, _ in pads), sum(a for _, a in pads)
 
     def without_last(self) -> "Layout":
         return Layout.build(self.logical, self.names, self.prims[:-1]) if self.prims else self

@@ -33,13 +33,23 @@ def _guard(value: Any, conds: list) -> Any:
     return tvm.tirx.if_then_else(cond, value, tvm.tirx.const(0, "float32"))
 
 
-def _reader(plan: Plan, tensor: str, buffer: str, ten: te.Tensor):
-    att = plan.book.attachment(tensor)
-    if att is not None and buffer == plan.book.storage(tensor):
-        base = base_layout(plan.graph, tensor)
-        return lambda idx, win=None: ten[tuple(map(simplify, plan.book.forward(tensor, base, list(idx))))]
-    lay = plan.buffers[buffer].layout
-    return lambda idx, win=None: ten[tuple(map(simplify, lay.forward(list(idx), win)))]
+class _Reader:
+    """An op's input read at logical indices through its stored layout (an ``ops.Reader``)."""
+
+    def __init__(self, plan: Plan, tensor: str, buffer: str, ten: te.Tensor) -> None:
+        self.ten, self.tensor, self.book = ten, tensor, plan.book
+        att = plan.book.attachment(tensor)
+        self.base = base_layout(plan.graph, tensor) if att is not None and buffer == plan.book.storage(tensor) else None
+        self.layout = plan.buffers[buffer].layout
+
+    def __call__(self, idx: list, win: Any = None) -> Any:
+        if self.base is not None:  # stored in another tensor's slot
+            return self.ten[tuple(map(simplify, self.book.forward(self.tensor, self.base, list(idx))))]
+        return self.ten[tuple(map(simplify, self.layout.forward(list(idx), win)))]
+
+    def margin(self, dim: int) -> tuple[int, int]:
+        """Zeros the stored layout holds around logical ``dim`` (``Layout.zero_margin``)."""
+        return (0, 0) if self.base is not None else self.layout.zero_margin(dim)
 
 
 def _stored_compute(lay, body):
@@ -70,7 +80,7 @@ def lower_kernel(plan: Plan, kernel: Kernel) -> tvm.tirx.PrimFunc:
         b: te.placeholder(plan.buffers[b].layout.shape, name=_name(b)) for b in kernel.inputs}
 
     def body_of(type_: str, ins: list[str], attrs: dict, bufs: list[str], tensor: str):
-        readers = [_reader(plan, t, b, tensors[b]) for t, b in zip(ins, bufs)]
+        readers = [_Reader(plan, t, b, tensors[b]) for t, b in zip(ins, bufs)]
         return OPS[type_].compute(readers, [g.tensors[t].shape for t in ins], attrs, g.tensors[tensor].shape)
 
     def convert_body(conv):
