@@ -146,3 +146,29 @@ def test_an_identity_reorder_still_computes_the_same_numbers():
     book = apply_layout(g, LayoutBook(), "conv", "reorder", {"perm": [0, 1, 2, 3]})
     prog = check_stored_buffers(g, book)
     assert prog.plan.layout_of("relu").shape == (1, 64, 112, 112)
+
+
+def _reduction_text(func) -> str:
+    from workbench.engine.expert.tiling import _realize, main_block
+
+    return str(_realize(func, main_block(func))[0].block.body)
+
+
+@pytest.mark.parametrize("preset", [None, "alt_tiled"])
+def test_a_padded_conv_tests_no_bounds_in_its_reduction(preset):
+    """Zeros come from a pad stage (default layout) or from the input's padded layout (ALT's
+    tiled template pads it), never from a test per multiply-add; the numbers stay right."""
+    b = GraphBuilder("padded")
+    b.op("conv", "conv2d", b.input("data", (1, 5, 9, 9), "NCHW"), b.const("conv.weight", (6, 5, 3, 3), "OIHW"),
+         padding=1)
+    g = b.build()
+    acts = preset_actions(g, preset, "conv", tiles=3, ot=3, it=5) if preset else []
+    prog = make_program(g, apply_actions(g, LayoutBook(), acts))
+    func = prog.funcs["conv"]
+    assert "if_then_else" not in _reduction_text(func)
+    from workbench.engine.loops import apply_steps, list_blocks
+
+    stages = set(list_blocks(apply_steps(func, [])))
+    assert ("conv_input_pad" in stages) == (preset is None)
+    assert prog.build(TARGET).verify().ok
+

@@ -1,8 +1,10 @@
 """The benchmark behind ``python -m workbench bench``: for each single-operator workload of a
 suite, in one run on one machine, (a) MetaSchedule loop-only on the default layout at a
 budget of B measurements, (b) the joint layout+loop tuner at the same total budget B,
-(c) PyTorch on the CPU (best of NCHW and channels-last), (d) NumPy for GMM. Every tuned
-kernel is checked against the reference before its time is reported.
+(c) PyTorch on the CPU (best of NCHW and channels-last), (d) NumPy for GMM, (e) the op's expert
+schedule on the default layout, alone (the seed both tuners start from). Every kernel is checked
+against the reference before its time is reported; ``pct_peak`` is the joint kernel's useful
+FLOP rate against the machine's measured FMA peak (``ceilings``).
 
 The tuners' figures come from an hour of tuning while the baselines take seconds: a busy moment
 of a shared machine would favour one or the other. So after tuning, the best kernel of each
@@ -35,6 +37,7 @@ from .interleave import ROUNDS, Remeasured, Timer, remeasure
 from .book import LayoutBook
 from .keys import apply_actions
 from .program import Built, make_program
+from .ceilings import get_ceilings
 from .targets import cpu_name
 from .timing import NOISE
 from .tuning.joint import joint_tune
@@ -46,16 +49,20 @@ from .tuning.records import TuneTask
 __all__ = ["Workload", "BenchRow", "load_suite", "workload_graph", "run_bench", "write_results", "machine_name"]
 
 #: the contenders measured again after tuning, in their interleaving order
-CONTENDERS = ("metaschedule", "joint", "torch", "numpy")
+CONTENDERS = ("metaschedule", "joint", "expert", "torch", "numpy")
 #: one timing sample lasts about this long (the call repeated as often as it takes)
 SAMPLE_MS = 50.0
 #: results.csv's columns (README and hooks read ``joint_vs_*``) and results.md's titles
 TITLES = {"workload": "workload", "op": "op", "budget": "budget", "metaschedule_ms": "MetaSchedule ms",
           "joint_ms": "joint ms", "joint_layout": "joint layout", "joint_conversions_ms": "conversions ms",
           "torch_ms": "PyTorch ms", "numpy_ms": "NumPy ms", "joint_vs_metaschedule": "joint vs MetaSchedule",
-          "joint_vs_torch": "joint vs PyTorch", "metaschedule_tuning_ms": "MetaSchedule ms (tuning)",
+          "joint_vs_torch": "joint vs PyTorch", "expert_ms": "expert ms (no search)",
+          "expert_vs_torch": "expert vs PyTorch", "pct_peak": "joint % of peak",
+          "joint_with_conversions_vs_metaschedule": "joint+conversions vs MetaSchedule",
+          "metaschedule_tuning_ms": "MetaSchedule ms (tuning)",
           "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule spread",
-          "joint_spread": "joint spread", "torch_spread": "PyTorch spread", "numpy_spread": "NumPy spread",
+          "joint_spread": "joint spread", "expert_spread": "expert spread", "torch_spread": "PyTorch spread",
+          "numpy_spread": "NumPy spread",
           "rounds": "rounds", "noisy": "noisy", "verified": "verified", "date": "date", "machine": "machine"}
 COLUMNS = list(TITLES)
 
@@ -92,6 +99,28 @@ class BenchRow:
     numpy_spread: float | None = None
     rounds: int = 0  # interleaved rounds per set
     noisy: str = ""  # the contenders whose spread stayed above the threshold, comma-separated
+    expert_ms: float | None = None  # the default layout's expert schedule alone (the tuners' seed)
+    expert_spread: float | None = None
+    flops: int = 0  # the op's useful FLOPs
+    peak_gflops: float | None = None  # the machine's measured FMA peak (ceilings)
+
+    @property
+    def pct_peak(self) -> float | None:
+        """The joint kernel's useful FLOP rate as a percentage of the measured FMA peak."""
+        if not (self.joint_ms and self.flops and self.peak_gflops):
+            return None
+        return 100.0 * self.flops / (self.joint_ms * 1e6) / self.peak_gflops
+
+    @property
+    def expert_vs_torch(self) -> float | None:
+        return _ratio(self.torch_ms, self.expert_ms)
+
+    @property
+    def joint_with_conversions_vs_metaschedule(self) -> float | None:
+        """As ``joint_vs_metaschedule``, the joint layout paying its conversions (a single op must)."""
+        if self.joint_ms is None or self.joint_conversions_ms is None:
+            return None
+        return _ratio(self.metaschedule_ms, self.joint_ms + self.joint_conversions_ms)
 
     @property
     def joint_vs_metaschedule(self) -> float | None:
@@ -103,7 +132,9 @@ class BenchRow:
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["joint_vs_metaschedule"], d["joint_vs_torch"] = self.joint_vs_metaschedule, self.joint_vs_torch
+        for name in ("joint_vs_metaschedule", "joint_vs_torch", "expert_vs_torch", "pct_peak",
+                     "joint_with_conversions_vs_metaschedule"):
+            d[name] = getattr(self, name)
         return {k: d[k] for k in COLUMNS}
 
 
@@ -195,11 +226,15 @@ def kernel_timer(built: Built, op: str, values: dict[str, np.ndarray], min_ms: f
 
 
 def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) -> tuple[Built, bool, float]:
-    """Build the whole program with the tuned kernel, check it, and time its conversions."""
-    from .loops import apply_trace_json
+    """Build the whole program with the tuned kernel (``trace``; None: the op's expert
+    schedule), check it, and time its conversions."""
+    from .expert import expert_steps
+    from .loops import apply_steps, apply_trace_json
 
     prog = make_program(graph, book)
-    prog = prog.with_funcs({op: apply_trace_json(prog.funcs[op], trace).mod["main"]})
+    func = prog.funcs[op]
+    sch = apply_steps(func, expert_steps(func, op, target)) if trace is None else apply_trace_json(func, trace)
+    prog = prog.with_funcs({op: sch.mod["main"]})
     built = prog.build(target)
     ok = built.verify().ok
     conv = [t.latency_ms for t in built.time(repeat=3, min_ms=5) if t.name != op]
@@ -226,6 +261,8 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
     date, machine = _dt.date.today().isoformat(), machine_name()
     threads = int(target.get("num-cores", os.cpu_count() or 1))
     say = on_step or (lambda s: None)
+    say("this machine's FMA peak and bandwidth (cached per CPU)")
+    peak = get_ceilings(target).peak_gflops
     for w in suite:
         graph, op = workload_graph(w)
         values = graph.random_inputs()
@@ -246,13 +283,16 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
         book = apply_actions(graph, LayoutBook(), jr.best.actions(graph, op))
         built_b, ok_b, conv_ms = _tuned(graph, book, op, jr.trace, target)
         timers["joint"] = kernel_timer(built_b, op, values)
+        built_e, ok_e, _ = _tuned(graph, LayoutBook(), op, None, target)
+        timers["expert"] = kernel_timer(built_e, op, values)
         timers["torch"] = torch_timer(w, threads)
         if (np_timer := numpy_timer(w)) is not None:
             timers["numpy"] = np_timer
         say(f"{w.name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
         got = remeasure(timers, rounds)
         rows.append(BenchRow(w.name, w.op, budget, joint_layout=jr.best.label, joint_conversions_ms=conv_ms,
-                             verified=bool(ok_a and ok_b), date=date, machine=machine,
+                             verified=bool(ok_a and ok_b and ok_e), date=date, machine=machine,
+                             flops=int(graph.flops(op)), peak_gflops=peak,
                              metaschedule_tuning_ms=ms_res.best_ms, joint_tuning_ms=jr.best_ms,
                              **_remeasured_fields(got, rounds)))
         write_results(rows, out_dir)  # after each workload: a stopped run keeps what it measured
@@ -290,9 +330,12 @@ def write_results(rows: list[BenchRow], out_dir: Path) -> tuple[Path, Path]:
     for r in rows:
         d = r.as_dict()
         lines.append("| " + " | ".join(_fmt(d[k]) for k in shown) + " |")
-    gm_ms, gm_t = _geomean([r.joint_vs_metaschedule for r in rows]), _geomean([r.joint_vs_torch for r in rows])
-    lines += ["", f"Geometric mean, joint vs MetaSchedule: {_fmt(gm_ms)}x; joint vs PyTorch: {_fmt(gm_t)}x "
-                  "(above 1: the joint tuner is faster)."]
+    gm = {k: _fmt(_geomean([getattr(r, k) for r in rows])) for k in
+          ("joint_vs_metaschedule", "joint_vs_torch", "expert_vs_torch", "joint_with_conversions_vs_metaschedule")}
+    lines += ["", f"Geometric mean, joint vs MetaSchedule: {gm['joint_vs_metaschedule']}x "
+                  f"({gm['joint_with_conversions_vs_metaschedule']}x with the joint layout's conversions); "
+                  f"joint vs PyTorch: {gm['joint_vs_torch']}x; expert schedule alone vs PyTorch: "
+                  f"{gm['expert_vs_torch']}x (above 1: ours is faster)."]
     md_path.write_text("\n".join(lines) + "\n")
     return csv_path, md_path
 
@@ -307,7 +350,7 @@ def curves(out_dir: Path) -> dict[str, dict[str, list[dict]]]:
 
 
 def search_study(suite: list[Workload], joint_budget: int, out_dir: Path, target: dict, *, seeds: tuple[int, ...] = (0, 1),
-                 per_candidate: int = 4, on_step: Callable[[str], None] | None = None) -> list[dict]:
+                 per_candidate: int = 1, on_step: Callable[[str], None] | None = None) -> list[dict]:
     """The joint stage alone (no loop-only stage) with the cost-model-guided search and with
     random sampling, at the same budget and seeds: does the guided search find better layouts?"""
     rows = []

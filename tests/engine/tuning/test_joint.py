@@ -32,6 +32,16 @@ def test_space_of_a_conv_is_alt_templates_with_dividing_tiles():
         assert all(112 % t == 0 for t in kw["tiles"]) and 64 % kw["ot"] == 0 and 3 % kw["it"] == 0
 
 
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_layouts_whose_vectorized_dim_splits_a_register_are_not_proposed(lanes):
+    g = zoo.load("r18_stem")  # 64 output channels
+    space = layout_space(g, "conv", lanes)
+    assert space[0] == Candidate(None) and len(space) > 10
+    assert {c.kwargs["ot"] for c in space[1:]} == {ot for ot in (8, 16, 32, 64) if ot % lanes == 0}
+    gmm = layout_space(small_gmm(), "gmm", lanes)
+    assert all(c.kwargs["n"] % lanes == 0 for c in gmm[1:]) and len(gmm) > 1
+
+
 def test_space_of_gmm_is_nkn_and_simple_ops_are_refused():
     g = small_gmm()
     assert {c.preset for c in layout_space(g, "gmm")} == {None, "nkn"}
@@ -82,6 +92,6 @@ def test_model_guided_pick_prefers_what_the_cost_model_predicts_fastest():
             Candidate("alt_tiled", (("tiles", (1, 2)), ("ot", 1), ("it", 1)))]
     scored = {fast[0]: 1.0, fast[1]: 1.1, slow[0]: 50.0, slow[1]: 45.0}
     space = list(scored) + [fast[2], Candidate("alt_tiled", (("tiles", (2, 1)), ("ot", 1), ("it", 1)))]
-    picks = {_pick(space, scored, random.Random(seed), "model") for seed in range(10)}
+    picks = {_pick(space, scored, random.Random(seed), "model", 8) for seed in range(10)}
     assert fast[2] in picks
     assert all(p not in scored for p in picks)

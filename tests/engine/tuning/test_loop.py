@@ -64,3 +64,21 @@ def test_bad_requests_are_refused(tmp_path, mm_task):
         tune_loops([mm_task, mm_task], TARGET, tmp_path, 4)
     with pytest.raises(TuneError, match="cannot give each of 1 kernels one"):
         tune_loops([mm_task], TARGET, tmp_path, 0)
+
+
+def test_the_expert_seed_is_measured_first_and_nothing_returned_is_slower(tmp_path, mm_task):
+    from workbench.engine.expert import expert_steps
+    from workbench.engine.loops import apply_steps
+    from workbench.engine.tuning.progress import _trace_id
+
+    prog = tmp_path / "progress.jsonl"
+    res = tune_loops([mm_task], TARGET, tmp_path / "wd", 3, TuneOptions(progress_path=prog, num_trials_per_iter=2))["mm"]
+    rows = read_progress(prog)
+    seed = apply_steps(mm_task.func, expert_steps(mm_task.func, "mm", TARGET))
+    assert rows[0]["trace_id"] == _trace_id(seed.trace.as_json())  # the seed, measured in this run
+    assert rows[0]["latency_ms"] is not None and res.measurements == 3
+    assert res.best_ms <= rows[0]["latency_ms"]
+    # unseeded, the first measurement is MetaSchedule's own pick
+    plain = tmp_path / "plain.jsonl"
+    tune_loops([mm_task], TARGET, tmp_path / "wd2", 2, TuneOptions(progress_path=plain, expert_seed=False))
+    assert read_progress(plain)[0]["trace_id"] != rows[0]["trace_id"]

@@ -451,4 +451,9 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     if v_tile:
         b.do("vectorize", block=m, loop=v_tile[-1])
     b.do("decompose_reduction", block=m, loop=red[0])
+    for blk in a.before:  # padding stages: a pass over memory, split among the cores
+        loops = [lp.name for lp in b.loops(blk)]
+        if len(loops) > 2 and b.attempt("fuse", block=blk, loops=loops[:-1]):
+            loops = ["_".join(loops[:-1]) + "_fused", loops[-1]]
+        b.attempt("parallel", block=blk, loop=loops[0])
     return b.steps

@@ -2,8 +2,10 @@
 
 The layout space comes from the one-level templates (``layouts.alt_tiled`` for the conv
 family: output tiles per spatial dim, ``ot``, ``it``; ``layouts.nkn`` for GMM: ``m``, ``n``).
-*Cross exploration*: a layout candidate is scored by the best latency a short MetaSchedule
-loop tuning finds on the kernel it yields. The search over candidates is a local search
+*Cross exploration*: a layout candidate is scored by its kernel's expert schedule (the seed of
+a MetaSchedule loop tuning of ``options.per_candidate`` measurements, one by default: so the
+joint share scores as many layouts as it has measurements); only candidates whose vectorized
+dim fills whole vector registers of the target are proposed. The search over candidates is a local search
 guided by a cost model (XGBoost on template features, trained on the candidates scored so
 far; see ``_pick``), which must beat random sampling at the same budget;
 ``TuneOptions(search="random")`` is that baseline. The default layout is always the first
@@ -29,6 +31,7 @@ from ..keys import apply_actions
 from ..presets import preset_actions
 from ..program import make_program
 from ..step import Step
+from ..targets import vector_unit
 from .loop import tune_loops
 from .options import TuneOptions
 from .records import TuneTask
@@ -78,8 +81,25 @@ def _divisors(n: int, pool: tuple[int, ...]) -> list[int]:
     return [d for d in pool if d <= n and n % d == 0] or [1]
 
 
-def layout_space(graph: Graph, op: str) -> list[Candidate]:
-    """Every template candidate for ``op``, default layout first."""
+def _fills_lanes(c: Candidate, full: int, lanes: int) -> bool:
+    """The candidate's innermost stored dim (``ot`` / GMM's ``n``, vectorized by the expert
+    schedule) is a whole number of vector registers, or the whole dim when that is narrower."""
+    inner = c.kwargs.get("ot", c.kwargs.get("n"))
+    return inner is None or inner % lanes == 0 or inner == full < lanes
+
+
+def layout_space(graph: Graph, op: str, lanes: int | None = None) -> list[Candidate]:
+    """Every template candidate for ``op``, default layout first; with ``lanes`` (the target's
+    fp32 lanes), only those whose vectorized dim fills whole registers (all when none does)."""
+    space = _template_space(graph, op)
+    if lanes:
+        full = graph.tensors[op].shape[1 if graph.node(op).type.startswith("conv") else -1]
+        kept = [c for c in space if _fills_lanes(c, full, lanes)]
+        space = kept if len(kept) > 1 else space
+    return space
+
+
+def _template_space(graph: Graph, op: str) -> list[Candidate]:
     node = graph.node(op)
     out = graph.tensors[op].shape
     space = [Candidate(None)]
@@ -121,35 +141,31 @@ def _distance(a: Candidate, b: Candidate) -> float:
     return sum(abs(x - y) for x, y in zip(fa + [0.0] * (width - len(fa)), fb + [0.0] * (width - len(fb))))
 
 
-#: float32 lanes of one AVX-512 register: an output-channel tile that fills whole registers vectorizes
-LANES = 16
-
-
-def prior(c: Candidate) -> float:
+def prior(c: Candidate, lanes: int) -> float:
     """A static estimate of how good a layout is before any measurement (lower is better): the
     innermost stored dim (output channels ``ot``, GMM's ``n``) should fill whole vector
-    registers, and one output tile should hold 1-16 KiB (reused from L1 while the reduction
+    registers of ``lanes`` floats, and one output tile should hold 1-16 KiB (reused from L1 while the reduction
     runs, yet not so small that loop overhead dominates). Learned on by the cost model too."""
     if c.preset is None:
         return 1.5
     kw = c.kwargs
-    inner = kw.get("ot", kw.get("n", LANES))
+    inner = kw.get("ot", kw.get("n", lanes))
     tile = math.prod(kw.get("tiles", [kw.get("m", 1)])) * inner
-    score = (0.0 if inner % LANES == 0 else 1.0) + (0.5 if inner < LANES // 2 else 0.0)
+    score = (0.0 if inner % lanes == 0 else 1.0) + (0.5 if inner < lanes // 2 else 0.0)
     score += abs(math.log2(tile / 1024)) / 4 if not 256 <= tile <= 4096 else 0.0
     if kw.get("tiles") and kw["tiles"][-1] < 4:  # a narrow innermost spatial tile: short vectors
         score += 0.5
-    if kw.get("it", LANES) < 4:  # input channels one or two at a time: little reuse per load
+    if kw.get("it", lanes) < 4:  # input channels one or two at a time: little reuse per load
         score += 0.25
     return score
 
 
-def _cost_model(scored: dict[Candidate, float]) -> Callable[[list[Candidate]], np.ndarray]:
+def _cost_model(scored: dict[Candidate, float], lanes: int) -> Callable[[list[Candidate]], np.ndarray]:
     """XGBoost on the template features and the prior, trained on log latency of the candidates
     scored so far (its native API: the scikit-learn wrapper would need scikit-learn)."""
     import xgboost as xgb
 
-    feats = lambda c: c.features() + [prior(c)]  # noqa: E731
+    feats = lambda c: c.features() + [prior(c, lanes)]  # noqa: E731
     finite = [v for v in scored.values() if v < math.inf]
     xs = [feats(c) for c in scored]
     width = max(len(x) for x in xs)
@@ -160,7 +176,7 @@ def _cost_model(scored: dict[Candidate, float]) -> Callable[[list[Candidate]], n
     return lambda cands: booster.predict(xgb.DMatrix(np.array([pad(feats(c)) for c in cands])))
 
 
-def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Random, search: str,
+def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Random, search: str, lanes: int,
           explore: int = 3, neighbourhood: int = 24) -> Candidate:
     """The next candidate to score.
 
@@ -175,12 +191,12 @@ def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Ra
     if search == "random" or rng.random() < 0.1:
         return rng.choice(left)
     if len(scored) < explore or len(finite) < 2:
-        return min(left, key=lambda c: prior(c) + 0.3 * rng.random())
+        return min(left, key=lambda c: prior(c, lanes) + 0.3 * rng.random())
     keys = list(scored)
     best = [keys[i] for _, i in finite[:2]]
     near = sorted(left, key=lambda c: (min(_distance(c, b) for b in best), rng.random()))[:neighbourhood]
-    pred = _cost_model(scored)(near)
-    return min(zip(pred, near), key=lambda pc: (round(float(pc[0]), 3), prior(pc[1])))[1]
+    pred = _cost_model(scored, lanes)(near)
+    return min(zip(pred, near), key=lambda pc: (round(float(pc[0]), 3), prior(pc[1], lanes)))[1]
 
 
 def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int,
@@ -202,7 +218,8 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
                               measurers=own)
     work_dir = Path(work_dir)
     rng = random.Random(options.seed)
-    space = layout_space(graph, op)
+    lanes = vector_unit(target).lanes
+    space = layout_space(graph, op, lanes)
     per_candidate = max(1, min(options.per_candidate, budget - 1))  # never more than the budget in all
     joint_budget = min(budget - 1, max(per_candidate, int(round(budget * options.joint_fraction))))
     n_cand = max(1, min(len(space), joint_budget // per_candidate))
@@ -210,7 +227,7 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     results: dict[Candidate, Any] = {}
     used = 0
     for k in range(n_cand):
-        cand = space[0] if k == 0 else _pick(space, scored, rng, options.search)
+        cand = space[0] if k == 0 else _pick(space, scored, rng, options.search, lanes)
         try:
             task = _task(graph, book, op, cand)
         except WorkbenchError:

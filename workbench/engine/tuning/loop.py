@@ -1,6 +1,8 @@
 """The loop-only stage: MetaSchedule (XGBoost cost model, evolutionary search) on kernels, with
 live progress (``progress``) and optional RPC measurement (``rpc``).
 
+Each kernel's expert schedule is measured first and seeds the search (``seed``; the
+cost model ranks candidates after ``options.warmup_samples`` measurements).
 Records go to a MetaSchedule ``JSONDatabase`` in ``work_dir`` (``database``), so nothing
 measured is lost; a run started again on the same folder resumes: the records already there
 are kept, **count toward the budget**, seed the evolutionary search and take part in the best
@@ -23,6 +25,7 @@ from .options import TuneOptions, budget_shares
 from .progress import ProgressWriter, repair_jsonl
 from .records import TuneResult, TuneTask, short_error
 from .runner import Measurers
+from .seed import measure_seed
 from .startup import children_import_workbench, import_tensor_intrinsics
 
 __all__ = ["tune_loops"]
@@ -85,7 +88,8 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
             if measurers is None:
                 measurers = scope.enter_context(Measurers())
             builder, runner = measurers.pair(options.rpc, options.isolated, options.build_timeout_s)
-            model = ms.cost_model.XGBModel(num_tuning_cores=int(target["num-cores"]), tree_method="auto")
+            model = ms.cost_model.XGBModel(num_tuning_cores=int(target["num-cores"]), tree_method="auto",
+                                           num_warmup_samples=options.warmup_samples)
             seed = options.seed
             rand = ms.utils.fork_seed(seed, n=len(tasks)) if seed is not None else [-1] * len(tasks)
             callbacks, carry = [], 0
@@ -96,8 +100,12 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
                 callback = ProgressWriter(progress_path, task.name, stage, layout_label, done[task.name],
                                           best_record(db, task.func)[0], model)
                 callbacks.append(callback)
-                _tune_one(task, tgt, work_dir, want, min(options.num_trials_per_iter, want), rand[i],
-                          (builder, runner, db, model), callback)
+                if options.expert_seed and done[task.name] == 0:
+                    measure_seed(task, target, tgt, db, builder, runner, callback)
+                if want > callback.done - done[task.name]:
+                    rest = want - (callback.done - done[task.name])
+                    _tune_one(task, tgt, work_dir, rest, min(options.num_trials_per_iter, rest), rand[i],
+                              (builder, runner, db, model), callback)
                 measured = callback.done - done[task.name]
                 carry, left = want - measured, left - measured
         rpc = options.rpc

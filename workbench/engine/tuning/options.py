@@ -37,9 +37,15 @@ class TuneOptions:
     joint_fraction : float
         The joint stage's share of an op's budget (the rest goes to the loop-only stage).
     per_candidate : int
-        Measurements of the short loop tuning that scores one layout candidate.
+        Measurements that score one layout candidate: its expert schedule first (``expert_seed``),
+        then a short MetaSchedule search.
     search : str
         How the joint stage picks layout candidates: ``model`` (cost-model-guided) or ``random``.
+    expert_seed : bool
+        Measure each kernel's expert schedule first and seed the search with it (``seed``).
+    warmup_samples : int
+        Measurements before MetaSchedule's XGBoost model ranks candidates (TVM's default, 100,
+        makes a search of a 64-measurement budget random).
 
     >>> TuneOptions(search="greedy")
     Traceback (most recent call last):
@@ -54,8 +60,10 @@ class TuneOptions:
     num_trials_per_iter: int = 8
     build_timeout_s: float = 60.0
     joint_fraction: float = 0.3
-    per_candidate: int = 4
+    per_candidate: int = 1
     search: str = "model"
+    expert_seed: bool = True
+    warmup_samples: int = 8
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:

@@ -83,6 +83,12 @@ class ProgressWriter(PyMeasureCallback):
             predicted = self._predicted(task_scheduler.tasks_[int(task_id)].ctx, measure_candidates)
         except Exception:  # noqa: BLE001 (a prediction is optional)
             predicted = [None] * len(measure_candidates)
+        self.record(measure_candidates, builder_results, runner_results, predicted)
+
+    def record(self, measure_candidates: Any, builder_results: Any, runner_results: Any,
+               predicted: list[float | None] | None = None) -> None:
+        """Count and write measurements (``apply`` for MetaSchedule's; ``seed`` for the expert's)."""
+        predicted = predicted or [None] * len(measure_candidates)
         rows = []
         for cand, br, rr, pred in zip(measure_candidates, builder_results, runner_results, predicted):
             self.done += 1
