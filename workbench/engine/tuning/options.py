@@ -46,6 +46,9 @@ class TuneOptions:
     warmup_samples : int
         Measurements before MetaSchedule's XGBoost model ranks candidates (TVM's default, 100,
         makes a search of a 64-measurement budget random).
+    population_size : int
+        Schedules the evolutionary search evolves per batch (TVM's default, 512, spends most of
+        a measurement's time searching).
 
     >>> TuneOptions(search="greedy")
     Traceback (most recent call last):
@@ -64,6 +67,7 @@ class TuneOptions:
     search: str = "model"
     expert_seed: bool = True
     warmup_samples: int = 8
+    population_size: int = 128
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
