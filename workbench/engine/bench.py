@@ -59,6 +59,7 @@ TITLES = {"workload": "workload", "op": "op", "budget": "budget", "metaschedule_
           "joint_vs_torch": "joint vs PyTorch", "expert_ms": "expert ms (no search)",
           "expert_vs_torch": "expert vs PyTorch", "pct_peak": "joint % of peak",
           "joint_with_conversions_vs_metaschedule": "joint+conversions vs MetaSchedule",
+          "joint_s_per_measurement": "joint s / measurement",
           "metaschedule_tuning_ms": "MetaSchedule ms (tuning)",
           "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule spread",
           "joint_spread": "joint spread", "expert_spread": "expert spread", "torch_spread": "PyTorch spread",
@@ -103,6 +104,7 @@ class BenchRow:
     expert_spread: float | None = None
     flops: int = 0  # the op's useful FLOPs
     peak_gflops: float | None = None  # the machine's measured FMA peak (ceilings)
+    joint_s_per_measurement: float | None = None  # the joint tuner's wall time / its measurements
 
     @property
     def pct_peak(self) -> float | None:
@@ -277,9 +279,11 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
             built_a, ok_a, _ = _tuned(graph, LayoutBook(), op, ms_res.trace, target)
             timers["metaschedule"] = kernel_timer(built_a, op, values)
         say(f"{w.name}: joint layout+loop, budget {budget}")
+        started = time.perf_counter()
         jr = joint_tune(graph, LayoutBook(), op, target, out_dir / "work" / w.name / "joint", budget,
                         TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_joint.jsonl", seed=seed,
                                     search=search))
+        per_measurement = (time.perf_counter() - started) / max(jr.measurements, 1)
         book = apply_actions(graph, LayoutBook(), jr.best.actions(graph, op))
         built_b, ok_b, conv_ms = _tuned(graph, book, op, jr.trace, target)
         timers["joint"] = kernel_timer(built_b, op, values)
@@ -292,7 +296,7 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
         got = remeasure(timers, rounds)
         rows.append(BenchRow(w.name, w.op, budget, joint_layout=jr.best.label, joint_conversions_ms=conv_ms,
                              verified=bool(ok_a and ok_b and ok_e), date=date, machine=machine,
-                             flops=int(graph.flops(op)), peak_gflops=peak,
+                             flops=int(graph.flops(op)), peak_gflops=peak, joint_s_per_measurement=per_measurement,
                              metaschedule_tuning_ms=ms_res.best_ms, joint_tuning_ms=jr.best_ms,
                              **_remeasured_fields(got, rounds)))
         write_results(rows, out_dir)  # after each workload: a stopped run keeps what it measured
