@@ -59,6 +59,9 @@ def test_joint_tune_scores_candidates_then_tunes_loops(tmp_path, search):
     assert res.best_ms <= min(s for _, s in res.scores if s is not None)
     lines = read_progress(prog_path)
     assert {ln["stage"] for ln in lines} == {"joint", "loop"}
+    for cand, score in res.scores:  # a layout pays for the conversions it adds to the graph
+        kernel = min(ln["latency_ms"] for ln in lines if ln["stage"] == "joint" and ln["layout"] == cand.label)
+        assert score > kernel if cand.preset else score == pytest.approx(kernel)
     assert {ln["layout"] for ln in lines if ln["stage"] == "joint"} == {c.label for c, _ in res.scores}
     # the tuned trace re-applies on the chosen layout's kernel and the program is still correct
     book = apply_actions(g, LayoutBook(), res.best.actions(g, "gmm"))

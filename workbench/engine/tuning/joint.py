@@ -5,7 +5,8 @@ family: output tiles per spatial dim, ``ot``, ``it``; ``layouts.nkn`` for GMM: `
 *Cross exploration*: a layout candidate is scored by its kernel's expert schedule (the seed of
 a MetaSchedule loop tuning of ``options.per_candidate`` measurements, one by default: so the
 joint share scores as many layouts as it has measurements); only candidates whose vectorized
-dim fills whole vector registers of the target are proposed. The search over candidates is a local search
+dim fills whole vector registers of the target are proposed. A layout's score adds the
+conversions it brings beyond the default layout's, costed at the machine's copy bandwidth. The search over candidates is a local search
 guided by a cost model (XGBoost on template features, trained on the candidates scored so
 far; see ``_pick``), which must beat random sampling at the same budget;
 ``TuneOptions(search="random")`` is that baseline. The default layout is always the first
@@ -30,6 +31,7 @@ from ..book import LayoutBook
 from ..keys import apply_actions
 from ..presets import preset_actions
 from ..program import make_program
+from ..ceilings import get_ceilings
 from ..step import Step
 from ..targets import vector_unit
 from .loop import tune_loops
@@ -226,10 +228,12 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     scored: dict[Candidate, float] = {}
     results: dict[Candidate, Any] = {}
     used = 0
+    bytes_per_ms = get_ceilings(target).copy_gbs * 1e6  # conversions at the machine's copy bandwidth
+    base_moved = None
     for k in range(n_cand):
         cand = space[0] if k == 0 else _pick(space, scored, rng, options.search, lanes)
         try:
-            task = _task(graph, book, op, cand)
+            task, moved = _task(graph, book, op, cand)
         except WorkbenchError:
             scored[cand] = math.inf  # a template that does not fit this op: skip it
             continue
@@ -237,7 +241,9 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
                          replace(options, seed=options.seed_plus(k)), stage="joint", layout_label=cand.label,
                          measurers=measurers)[op]
         used += res.measurements
-        scored[cand] = res.best_ms if res.best_ms is not None else math.inf
+        base_moved = moved if base_moved is None else base_moved
+        # the conversions this layout adds to the graph's are paid by it (at copy speed)
+        scored[cand] = res.best_ms + max(0, moved - base_moved) / bytes_per_ms if res.best_ms is not None else math.inf
         results[cand] = (res, work_dir / f"cand{k}", task)
         if on_candidate:
             on_candidate(cand, res.best_ms)
@@ -254,8 +260,12 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     return JointResult(op, best, res.best_ms, res.trace, [(c, scored[c]) for c in scored], used)
 
 
-def _task(graph: Graph, book: LayoutBook, op: str, cand: Candidate) -> TuneTask:
+def _task(graph: Graph, book: LayoutBook, op: str, cand: Candidate) -> tuple[TuneTask, int]:
+    """The op's kernel under ``cand`` and the bytes its stand-alone conversions move."""
     prog = make_program(graph, apply_actions(graph, book, cand.actions(graph, op)))
     if op not in prog.funcs:
         raise TuneError(f"no kernel {op} under layout {cand.label}")
-    return TuneTask(op, prog.funcs[op], prog.flops[op])
+    bufs = prog.plan.buffers
+    moved = sum(4 * (math.prod(bufs[k.conversion.src].layout.shape) + math.prod(bufs[k.conversion.dst].layout.shape))
+                for k in prog.plan.kernels if k.conversion)
+    return TuneTask(op, prog.funcs[op], prog.flops[op]), moved
