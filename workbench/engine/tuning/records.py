@@ -3,6 +3,7 @@ record), with the helpers that read TVM's records and messages."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -81,15 +82,16 @@ def plain(obj: Any) -> Any:
 
 
 def latency_ms(run_secs: Any) -> float | None:
-    """A record's mean latency in ms, or None for a failed candidate.
+    """A record's median latency in ms (a repeat that another process disturbed does not move
+    it), or None for a failed candidate.
 
-    >>> latency_ms([0.001, 0.003]), latency_ms([1e10]), latency_ms(None)
-    (2.0, None, None)
+    >>> latency_ms([0.001, 0.003]), latency_ms([0.001, 0.002, 0.009]), latency_ms([1e10]), latency_ms(None)
+    (2.0, 2.0, None, None)
     """
     secs = [float(x) for x in run_secs or []]
     if not secs or any(s >= _FAILED_SECS for s in secs):
         return None
-    return sum(secs) / len(secs) * 1e3
+    return statistics.median(secs) * 1e3
 
 
 def short_error(msg: Any, limit: int = 300) -> str:
