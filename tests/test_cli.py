@@ -1,6 +1,8 @@
 """The command line on good and bad session files (each run as a user would, in a subprocess)."""
 
+import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -106,7 +108,7 @@ def test_a_mismatch_exits_with_1(monkeypatch, tmp_path, capsys):
 
 def test_help_lists_every_command():
     text = cli.parser().format_help()
-    for command in ("replay", "export", "tune", "bench", "ceilings"):
+    for command in ("replay", "export", "tune", "bench", "ceilings", "import"):
         assert command in text
 
 
@@ -129,3 +131,54 @@ def test_tune_joint_writes_a_session_that_replays_to_the_tuned_kernels(tmp_path)
     assert rep.returncode == 0, rep.stderr
     report = json.loads((tmp_path / "replay" / "report.json").read_text())
     assert report["ok"] and {k["name"]: k["schedule"] for k in report["kernels"]}["conv"] == "tuned"
+
+
+########## import ##########
+
+def test_import_writes_a_session_that_replays_and_refuses_a_changed_file(tmp_path):
+    from tests.engine.test_import import _onnx
+
+    model = tmp_path / "tiny.onnx"
+    model.write_bytes(_onnx())
+    res = run("import", str(model), "--out", str(tmp_path / "s.json"), "--name", "tiny")
+    assert res.returncode == 0, res.stderr
+    assert "imported tiny.onnx: 2 ops (GMM 1, relu 1)" in res.stdout and "x=(1, 8)" in res.stdout
+    spec = json.loads((tmp_path / "s.json").read_text())["model"]
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    assert spec == {"file": str(model), "sha256": digest, "inputs": {"x": [1, 8]}}
+    rep = run("replay", str(tmp_path / "s.json"), "--out", str(tmp_path / "out"))
+    assert rep.returncode == 0 and "ok: True" in rep.stdout, rep.stderr
+    model.write_bytes(_onnx("Sigmoid"))  # another model under the same name
+    rep = run("replay", str(tmp_path / "s.json"), "--out", str(tmp_path / "out2"))
+    assert rep.returncode == 2 and "Traceback" not in rep.stderr
+    assert [ln for ln in rep.stderr.splitlines() if ln.startswith("error:")] == [
+        f'error: field "model": model file {model} changed since the session was made (its sha256 is now '
+        f'{hashlib.sha256(model.read_bytes()).hexdigest()[:12]}..., the session has {spec["sha256"][:12]}...): '
+        "re-import it to start a new session"]
+    assert not (tmp_path / "out2").exists()
+
+
+def test_import_of_a_factory_exports_it_beside_the_session(tmp_path):
+    (tmp_path / "mymodels.py").write_text(
+        "from workbench.engine.networks import BertLayer, randomize\n"
+        "def small():\n    return randomize(BertLayer(32, 4, 64), 5)\n")
+    res = subprocess.run([sys.executable, "-m", "workbench", "import", "mymodels:small", "--input", "data=1,8,32",
+                          "--out", str(tmp_path / "b.json")], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    spec = json.loads((tmp_path / "b.json").read_text())["model"]
+    assert spec["origin"] == "mymodels:small" and spec["file"] == str(tmp_path / "b.pt2")
+    assert spec["inputs"] == {"data": [1, 8, 32]} and (tmp_path / "b.pt2").is_file()
+    assert "imported b.pt2: 29 ops (GMM 8," in res.stdout
+
+
+def test_every_bad_model_is_refused_with_status_2_in_one_line(tmp_path, capsys):
+    from tests.engine.test_import import bad_models
+
+    for name, (args, fragment) in bad_models(tmp_path).items():
+        out = tmp_path / f"{name}.json"
+        capsys.readouterr()
+        assert cli.main(["import", *args, "--out", str(out)]) == 2, name
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], (name, err)
+        assert not out.exists() and not out.with_suffix(".pt2").exists(), name

@@ -1,4 +1,4 @@
-"""The command line: ``python -m workbench replay|export|tune|bench|ceilings ...``.
+"""The command line: ``python -m workbench replay|export|tune|bench|ceilings|import ...``.
 
 It calls the same engine functions as the app. A user error (any ``WorkbenchError``, an
 unreadable or unwritable path) prints one line, ``error: ...``, on stderr and exits with
@@ -89,13 +89,12 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 def _follow(path: Path, bar: tqdm, stop: threading.Event) -> None:
     """Tail the tuning progress lines into the progress bar."""
-    from .engine.tuning.progress import read_progress
+    from .engine.tuning.progress import read_progress, summarize_progress
 
     while not stop.wait(0.5):
         rows = read_progress(path)
-        bests = [r["best_ms"] for r in rows if r.get("best_ms") is not None]
         bar.n = len(rows)
-        bar.set_postfix_str(f"best {min(bests):.4f} ms" if bests else "no result yet")
+        bar.set_postfix_str(summarize_progress(rows).headline())  # per task, summed: not a pad's minimum
         bar.refresh()
 
 
@@ -186,6 +185,42 @@ def cmd_ceilings(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(a: argparse.Namespace) -> int:
+    """Import a model file (or export a factory's module to OUT.pt2 first) into a new session."""
+    from .engine import zoo
+    from .engine.frontend import FORMATS, export_factory, parse_input
+    from .engine.session import new_session, safe_path, save
+
+    inputs = dict(parse_input(t) for t in a.input or [])
+    if a.name:
+        safe_path(".", a.name)  # refuse a name a session file cannot have
+    out, model, origin = Path(a.out), a.model, None
+    if Path(model).suffix.lower() not in FORMATS and not Path(model).exists():
+        import torch
+
+        origin, model = model, str(out.with_suffix(".pt2"))  # replay reads the file, never runs the factory
+        program = export_factory(origin, inputs)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        torch.export.save(program, model)
+        inputs = {}
+    try:
+        spec, graph = zoo.file_model(model, inputs, origin)
+    except WorkbenchError:
+        if origin:
+            Path(model).unlink(missing_ok=True)
+        raise
+    session = new_session(spec, a.name or None, _target(a.target))
+    save(session, out)
+    kinds: dict[str, int] = {}
+    for n in graph.nodes:
+        kinds[n.label] = kinds.get(n.label, 0) + 1
+    print(f"imported {Path(model).name}: {len(graph.nodes)} ops ({', '.join(f'{k} {v}' for k, v in kinds.items())})")
+    print(f"inputs: {', '.join(f'{t}={tuple(graph.tensors[t].shape)}' for t in graph.inputs)}; "
+          f"outputs: {', '.join(f'{t}={tuple(graph.tensors[t].shape)}' for t in graph.outputs)}")
+    print(f"session {session.name} written to {out}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workbench", description="ALT Workbench without a browser.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -231,6 +266,18 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("ceilings", help="measure and print this machine's compute and bandwidth ceilings")
     c.add_argument("--target")
     c.set_defaults(fn=cmd_ceilings)
+    i = sub.add_parser("import", help="import an ONNX / torch.export model (or a Python factory) into a session",
+                       description="Import MODEL (a .onnx or .pt2 file, or package.module:function returning a "
+                                   "torch.nn.Module, exported to OUT.pt2 beside the session) and write a session "
+                                   "on it. The session pins the file by its SHA-256: replaying it after the file "
+                                   "changed is refused. Exit status 2 when the model cannot be imported.")
+    i.add_argument("model", help="a .onnx or .pt2 file, or package.module:function")
+    i.add_argument("--out", metavar="SESSION.json", required=True, help="the session file to write")
+    i.add_argument("--input", action="append", metavar="NAME=D1,D2,...",
+                   help="an input's static shape, e.g. data=1,3,224,224 (needed for dynamic dims; repeatable)")
+    i.add_argument("--name", help="session name (default: the model file's name)")
+    i.add_argument("--target", metavar="JSON", help="a TVM target as JSON (default: this machine's)")
+    i.set_defaults(fn=cmd_import)
     return p
 
 

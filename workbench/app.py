@@ -29,10 +29,15 @@ def _keep_model(model: str) -> None:
     st.session_state.model_pick = model
 
 
+def model_label(spec: dict) -> str:
+    """A zoo model's name, or an imported model's file name."""
+    return spec["zoo"] if "zoo" in spec else f"file: {Path(str(spec.get('file', '?'))).name}"
+
+
 def model_picker(model: str) -> None:
-    """The zoo model; the open session decides what it shows. Switching with unsaved actions asks
-    first (the session would be replaced by a fresh one)."""
-    models = list(zoo.MODELS)
+    """The zoo model or network; the open session decides what it shows (an imported model's file
+    too). Switching with unsaved actions asks first (the session would be replaced by a fresh one)."""
+    models = [*zoo.MODELS, *zoo.NETWORKS] + ([] if model in zoo.MODELS or model in zoo.NETWORKS else [model])
     if st.session_state.get("model_shown") != model:  # a session of another model was opened
         st.session_state.model_pick = st.session_state.model_shown = model
     pick = st.selectbox("Model", models, key="model_pick",
@@ -54,7 +59,7 @@ def sidebar() -> None:
     s = _state.session()
     with st.sidebar:
         st.markdown("### ALT Workbench")
-        model_picker(s.model.get("zoo"))
+        model_picker(model_label(s.model))
         built = resolve_target(s.target)
         st.caption(f"Target `{json.dumps(s.target)}`  \nHost: {cpu_name()} "
                    f"(LLVM: `{built.get('mcpu', 'generic')}`), num-cores {s.target.get('num-cores', '?')}")

@@ -325,3 +325,61 @@ def test_an_uploaded_pickle_is_data_never_code(at, monkeypatch, tmp_path):
     at.button(key="open_upload").click().run()
     assert len(at.error) == 1 and at.error[0].value.startswith("model.pt2: not valid JSON"), [e.value for e in at.error]
     assert not marker.exists() and session(at).to_json() == before
+
+
+class _FinishedJob:
+    """A tuning job that already ran, as the Tuning page sees it: its progress lines, its status."""
+
+    def __init__(self, folder: Path, rows: list[dict]) -> None:
+        self.dir, self._rows = folder, rows
+
+    def progress(self) -> list[dict]:
+        return self._rows
+
+    def status(self):
+        from workbench.engine.tuning.worker import JobStatus
+
+        return JobStatus("stopped")
+
+    def running(self) -> bool:
+        return False
+
+    def tuned_state(self, owner=None):
+        return None
+
+
+def test_tuning_status_shows_each_tasks_best_and_their_sum_not_the_fastest_kernel(at, tmp_path):
+    from workbench.engine.tuning.progress import summarize_progress
+
+    rows = [{"task": "pad", "stage": "loop", "latency_ms": 0.001, "best_ms": 0.001},
+            {"task": "conv", "stage": "loop", "latency_ms": 0.5, "best_ms": 0.5},
+            {"task": "conv", "stage": "loop", "latency_ms": None, "best_ms": 0.5}]
+    at.session_state["tune_job"] = _FinishedJob(tmp_path / "job", rows)
+    at.session_state["tune_tasks"] = ["pad", "conv", "relu"]
+    at.switch_page("pages/tuning.py").run()
+    assert not at.exception, at.exception
+    status = next(m.value for m in at.markdown if "measurements of job" in m.value)
+    assert summarize_progress(rows, ["pad", "conv", "relu"]).headline() in status
+    assert "0.5010 ms over 2 tasks" in status and "1 of 3 tasks without a result yet" in status
+    assert "1 failed candidates" in status
+    (bests,) = [d.value for d in at.get("dataframe") if "best ms" in d.value.columns]
+    assert dict(zip(bests["task"], bests["best ms"].fillna(-1))) == {"pad": 0.001, "conv": 0.5, "relu": -1}
+
+
+def test_profile_explains_a_kernel_above_its_roof_and_the_miss_bounds(at):
+    from workbench.engine.roofline import RooflinePoint
+
+    # a 64 KiB copy in a microsecond: 128 GB/s, above any DRAM roof, yet its data fits a cache
+    pad = RooflinePoint("pad", "v1", flops=0, bytes=64 * 1024, latency_ms=0.0005)
+    at.session_state["timings"] = {"v1": {"pad": pad.latency_ms}}
+    at.session_state["points"] = [pad]
+    at.switch_page("pages/profile.py").run()
+    assert not at.exception, at.exception
+    (table,) = [d.value for d in at.get("dataframe") if "% of roof" in d.value.columns]  # AppTest keeps no keys
+    (row,) = table.to_dict("records")
+    assert row["% of roof"] > 100 and row["buffers fit"] != "DRAM only"
+    assert row["note"].startswith(f"above the DRAM roof: its 64 KiB of buffers fit {row['buffers fit']}")
+    captions = " ".join(c.value for c in at.caption)
+    assert "1 above 100% of their roof, which is no error" in captions
+    assert "at least the compulsory misses" in captions
+    assert any("bounded by" in d.value.columns for d in at.get("dataframe"))

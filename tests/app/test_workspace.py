@@ -73,3 +73,11 @@ def test_a_measurement_of_another_revision_is_not_shown_as_the_current_one(at):
     at.switch_page("pages/loops.py").run()
     assert not at.metric  # the latency shown was the previous layout's
     assert any("another revision" in c.value for c in at.caption)
+
+
+def test_the_built_in_networks_open_from_the_model_picker(at):
+    picker = home(at).selectbox(key="model_pick")
+    assert {"resnet18", "mobilenet_v2", "bert_layer"} <= set(picker.options)
+    picker.set_value("bert_layer").run()
+    assert session(at).model == {"zoo": "bert_layer"} and not at.exception
+    assert at.selectbox(key="model_pick").value == "bert_layer"

@@ -114,3 +114,51 @@ def test_preset_then_build_and_measure_in_chromium(server, tmp_path):
         f"first page load (graph drawn) {first_load_s:.2f} s\napply preset -> page updated {apply_s * 1e3:.0f} ms\n"
         f"graph page with the new layouts {graph_s * 1e3:.0f} ms\nloops page with the loop nest {loops_s * 1e3:.0f} ms\n"
         f"program latency {latency}\n")
+
+
+#: the drawn edges: the SVG paths in the edges' grey (boxes and kernel outlines have other colours)
+_EDGES_JS = """() => [...document.querySelectorAll('.js-plotly-plot .scatterlayer .trace path.js-line')]
+    .filter(p => p.style.stroke === 'rgb(140, 140, 140)').map(p => p.getAttribute('d') || '')"""
+
+
+def _vertical_runs(d_attrs: list[str]) -> list[tuple[int, float, float, float]]:
+    """Vertical segments of the drawn SVG paths as (subpath, x, y_top, y_bottom) in pixels."""
+    runs, sub = [], 0
+    for d in d_attrs:
+        for part in re.findall(r"M[^M]+", d):
+            pts = [tuple(map(float, xy.split(","))) for xy in re.findall(r"-?[\d.]+,-?[\d.]+", part)]
+            runs += [(sub, a[0], min(a[1], b[1]), max(a[1], b[1])) for a, b in zip(pts, pts[1:])
+                     if abs(a[0] - b[0]) < 0.5 and abs(a[1] - b[1]) > 1]
+            sub += 1
+    return runs
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (make browser)")
+def test_graph_page_draws_the_skip_connection_beside_the_main_chain(server, tmp_path):
+    """r18_block's data -> add edge is drawn in a lane of its own: the longest straight run of any
+    edge in the SVG, and no other edge runs within 20 px of it over the same height."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    home = tmp_path / "home"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"],
+            env={**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+                 "XDG_CACHE_HOME": str(home / ".cache")})
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(server)
+            page.get_by_role("heading", name="Computational graph").wait_for(timeout=60_000)
+            page.get_by_test_id("stSelectbox").filter(has_text="Model").click()
+            page.get_by_role("option", name="r18_block", exact=True).click()
+            # the new model's drawing, not the previous one still on screen
+            expect(page.locator(".js-plotly-plot text", has_text="conv2_bias").first).to_be_visible(timeout=45_000)
+            runs = _vertical_runs(page.evaluate(_EDGES_JS))
+            page.screenshot(path=str(ARTIFACTS / "graph_r18_block.png"), full_page=True)
+        finally:
+            browser.close()
+    sub, x, top, bottom = max(runs, key=lambda r: r[3] - r[2])
+    chain = [r for r in runs if r[0] != sub and r[2] < bottom and r[3] > top]  # other edges beside the lane
+    assert bottom - top > 150, runs  # the skip edge spans conv1 ... conv2_bias
+    assert len(chain) >= 4 and all(abs(r[1] - x) > 20 for r in chain), (x, chain)

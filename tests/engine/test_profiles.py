@@ -17,7 +17,7 @@ from workbench.engine.counters import kernel_counters, perf_counters, perf_unava
 from workbench.engine.footprint import profile_kernel
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.program import make_program
-from workbench.engine.roofline import compulsory_bytes, kernel_point, reference_points
+from workbench.engine.roofline import RooflinePoint, compulsory_bytes, kernel_point, reference_points
 from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.roofline import roofline_figure
 
@@ -254,3 +254,18 @@ def test_cache_figures_show_every_buffer_and_variant():
     bars = misses_figure({"16x16x8": prof, "8x8x8": other})
     assert [t.name for t in bars.data] == ["16x16x8", "8x8x8"] and len(bars.data[0].y) == 4
     assert math.isclose(bars.data[0].y[0], prof.misses["L1d"]["misses (lines)"])
+
+
+@pytest.mark.parametrize("flops, nbytes, latency_ms, cache, note", [
+    (0, 16 * KIB, 0.001, "L1d", "its 16 KiB of buffers fit L1d (32 KiB)"),          # 16 GB/s copy, data in L1d
+    (10**5, 512 * KIB, 0.01, "L2", "fit L2 (1024 KiB)"),                          # 52 GB/s, memory-bound
+    (0, 64 * KIB * KIB, 1.0, None, "larger than every cache"),                    # 67 GB/s out of DRAM
+    (10**9, KIB, 1.0, "L1d", "above the measured FMA peak"),                      # 1000 GFLOP/s, compute-bound
+    (0, 64 * KIB * KIB, 100.0, None, ""),                                         # 0.7 GB/s: under the roof
+])
+def test_a_kernel_above_its_roof_is_explained(flops, nbytes, latency_ms, cache, note):
+    p = RooflinePoint("k", "v", flops, nbytes, latency_ms)
+    assert p.holding_cache(FAKE) == cache
+    assert (p.percent_of_roof(FAKE) > 100) == bool(note)
+    assert note in p.roof_note(FAKE) and bool(p.roof_note(FAKE)) == bool(note)
+    assert p.row(FAKE)["note"] == p.roof_note(FAKE) and p.row(FAKE)["buffers fit"] == (cache or "DRAM only")

@@ -119,5 +119,19 @@ def test_options_and_unknown_models():
 def test_every_builder_parameter_has_a_declared_schema():
     import inspect
 
-    for name, build in zoo.MODELS.items():
+    for name, build in {**zoo.MODELS, **zoo.NETWORKS}.items():
         assert set(inspect.signature(build).parameters) == set(zoo.OPTIONS[name]), name
+
+
+def test_network_options_are_checked_before_anything_is_imported(monkeypatch):
+    """The networks (tests/engine/test_import.py checks them against PyTorch) share the schema."""
+    monkeypatch.setattr(zoo, "_imported", lambda *a, **k: pytest.fail("imported a refused model"))
+    assert not set(zoo.NETWORKS) & set(zoo.MODELS)
+    with pytest.raises(GraphError, match=r'model option "batch" of resnet18 must be in \[1, 64\], got 0'):
+        zoo.load("resnet18", batch=0)
+    with pytest.raises(GraphError, match=r'model option "seq" of bert_layer must be in \[1, 512\], got 1000'):
+        zoo.load("bert_layer", seq=1000)
+    with pytest.raises(GraphError, match="unknown model option 'seq' for mobilenet_v2; it takes: batch$"):
+        zoo.load("mobilenet_v2", seq=3)
+    with pytest.raises(GraphError, match="known: r18_stem, .*, resnet18, mobilenet_v2, bert_layer$"):
+        zoo.load("resnet9000")

@@ -60,3 +60,23 @@ def test_misses_figure_has_one_bar_trace_per_variant():
     assert list(fig.data[0].x) == ["L1d (all lines)", "L2 (all lines)", "L1d (prefetch-aware)",
                                    "L2 (prefetch-aware)"]
     assert list(fig.data[0].y) == [800, 1600, 100, 100] and list(fig.data[1].y) == [80, 160, 10, 10]
+
+
+def test_a_kernel_above_its_roof_says_why_on_hover():
+    # 0.1 MFLOP over 64 KiB in 1 us: 100 GFLOP/s at 1.5 FLOP/B, far above the 12 GB/s roof there
+    # (18 GFLOP/s), and its buffers fit L2 (1 MiB), not L1d (32 KiB)
+    warm = RooflinePoint("relu", "v1", 10**5, 64 * KIB, 0.001)
+    cold = RooflinePoint("conv", "v1", 2 * 10**8, 4 * 10**6, 40.0)
+    fig = roofline_figure([warm, cold], CEIL)
+    hover = {t.name: t.hovertemplate for t in fig.data[3:]}
+    assert warm.percent_of_roof(CEIL) > 100 and warm.holding_cache(CEIL) == "L2"
+    assert warm.roof_note(CEIL) in hover["relu · v1"] and "fit L2 (1024 KiB)" in hover["relu · v1"]
+    assert cold.roof_note(CEIL) == "" and "<br>above" not in hover["conv · v1"]
+
+
+def test_misses_bars_name_the_bound_that_set_them():
+    prof = _profile("conv", 800)
+    prof.misses["L2"]["bounded by"] = "inclusion (L1d)"
+    (bars,) = misses_figure({"v": prof}).data
+    assert list(bars.customdata) == ["the model's estimate", "inclusion (L1d)"] * 2
+    assert "%{customdata}" in bars.hovertemplate

@@ -14,9 +14,19 @@ The model (ALT's Tables 2 and 3 argue with it):
 - **Estimated misses** in cache C: if level l is the outermost that fits C, every iteration of
   l brings its footprint into C once: misses = iterations(l) x lines(l). Reuse across
   iterations of l is ignored (it is what the next level out would capture, had it fitted).
+  A kernel of several loop nests (a fused pad, bias or activation beside the main one) is
+  counted nest by nest: the rule applies to every loop of the tree, not only the main chain,
+  i.e. a loop whose iteration does not fit C costs what its child loops cost, plus the
+  blocks directly inside it, once per iteration.
   The **prefetch-aware** estimate counts runs instead of lines: a hardware prefetcher streams
   the rest of a contiguous run, so a tile stored contiguously (ALT's tiled layouts) costs one
   demand miss, where the same tile strided across a plane costs one per line.
+- **Bounds** every estimate keeps (``_bounded``): at least the **compulsory** misses (every
+  distinct line the kernel touches, resp. every run, is brought in once), and no more misses
+  in a larger cache than in a smaller one (**inclusion**: whatever fits the smaller fits the
+  larger). The first-iteration footprints can break either (a tile that straddles a line
+  boundary only in later iterations); the misses table's ``bounded by`` column says where a
+  bound replaced the estimate.
 
 Why this model: it needs no hardware counters (most VMs expose none) and no simulation, yet
 it ranks layouts and tilings the way the paper's measurements do: a schedule whose inner
@@ -24,7 +34,9 @@ levels fit L1 and whose tiles are contiguous runs needs fewer misses. It is an e
 capacity and compulsory misses only: associativity conflicts, sharing between cores and the
 reuse between iterations of the fitting level are left out.
 
-Limits: predicates (``T.where``) and the first-iteration choice can over-count a boundary tile;
+Indices outside a buffer are left out (a pad's guarded read, a ``T.where`` tail: never accessed).
+Limits: the first-iteration choice can under- or over-count a boundary tile (a pad's first
+row reads no input; a tile may straddle a line boundary only in later iterations);
 a group of dims whose loop box exceeds ``_MAX_POINTS`` points is not enumerated: its element
 count is bounded by the buffer's extent there, lines assume a dense layout, and the footprint
 says ``exact=False`` (the table's ``exact`` column).
@@ -38,7 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -275,7 +287,9 @@ def _addresses(acc: Access, free: dict[Any, tuple[int, int]],
             exact = False
             count *= math.prod(acc.shape[d] for d in members)
             continue
-        part = _distinct(pts @ np.array([strides[d] for d in members], np.int64))
+        # an index outside the buffer is never accessed: T.if_then_else (a pad) or T.where guards it
+        inside = np.all((pts >= 0) & (pts < np.array([acc.shape[d] for d in members], np.int64)), axis=1)
+        part = _distinct(pts[inside] @ np.array([strides[d] for d in members], np.int64))
         count *= len(part)
         parts.append(part)
     if not exact or count > _MAX_POINTS:
@@ -345,23 +359,67 @@ def profile_kernel(func: tirx.PrimFunc, caches: "Mapping[str, int] | Ceilings", 
     line_bytes = line_bytes or 64
     root = _tree(func)
     fixed = {v: first for v, (first, _) in _subtree_vars(root).items()}
+    memo: dict[tuple[int, bool], dict[str, BufferFootprint]] = {}
+
+    def footprint(lp: _Loop, own: bool) -> dict[str, BufferFootprint]:
+        """One iteration of ``lp``: its whole subtree, or (``own``) its direct blocks only."""
+        key = (id(lp), own)
+        if key not in memo:
+            memo[key] = (_footprints(lp.accesses, {}, fixed, line_bytes) if own else
+                         _footprints(_subtree_accesses(lp), _subtree_vars(lp), fixed, line_bytes))
+        return memo[key]
+
     levels, lp, iters, depth = [], root, 1, 0
     while True:
         iters *= lp.extent if lp is not root else 1
-        levels.append(Level(depth, lp.name, lp.extent, iters,
-                            _footprints(_subtree_accesses(lp), _subtree_vars(lp), fixed, line_bytes)))
+        levels.append(Level(depth, lp.name, lp.extent, iters, footprint(lp, False)))
         if not lp.children:
             break
         lp, depth = max(lp.children, key=lambda c: c.work), depth + 1
+    estimates = {cache: _misses(root, size, footprint) for cache, size in caches.items()}
     misses = {}
-    for cache, size in caches.items():
+    for cache, (lines, runs, bound) in _bounded(caches, estimates, levels[0]).items():
         # footprints only shrink inward: the first level that fits is the outermost one
-        fit = next((lv for lv in levels if lv.bytes <= size), levels[-1])
-        misses[cache] = {"size KiB": size // 1024, "outermost level that fits": fit.loop,
+        fit = next((lv for lv in levels if lv.bytes <= caches[cache]), levels[-1])
+        misses[cache] = {"size KiB": caches[cache] // 1024, "outermost level that fits": fit.loop,
                          "footprint KiB": fit.bytes / 1024, "iterations": fit.iterations,
-                         "misses (lines)": fit.iterations * fit.lines,
-                         "misses (prefetch-aware)": fit.iterations * fit.runs}
+                         "misses (lines)": lines, "misses (prefetch-aware)": runs, "bounded by": bound}
     return Profile(name, levels, dict(caches), line_bytes, misses)
+
+
+def _misses(lp: _Loop, size: int, footprint: Callable[[_Loop, bool], dict[str, BufferFootprint]],
+            iterations: int = 1) -> tuple[int, int]:
+    """Estimated misses (lines, runs) in a cache of ``size`` bytes of the ``iterations`` runs of
+    one iteration of ``lp``: its footprint once each when that fits, else its children's misses
+    and those of the blocks directly inside it (per iteration, nothing free)."""
+    fp = footprint(lp, False)
+    if sum(b.bytes for b in fp.values()) <= size:
+        return iterations * sum(b.lines for b in fp.values()), iterations * sum(b.runs for b in fp.values())
+    own = footprint(lp, True)
+    lines, runs = iterations * sum(b.lines for b in own.values()), iterations * sum(b.runs for b in own.values())
+    for c in lp.children:
+        cl, cr = _misses(c, size, footprint, iterations * c.extent)
+        lines, runs = lines + cl, runs + cr
+    return lines, runs
+
+
+def _bounded(caches: Mapping[str, int], estimates: Mapping[str, tuple[int, int]],
+             kernel: Level) -> dict[str, tuple[int, int, str]]:
+    """Each cache's (lines, runs) estimate raised to the compulsory misses (``kernel``'s distinct
+    lines and runs), then, smallest cache first, lowered to the next smaller cache's; with the
+    bound that changed it ("" for none)."""
+    out: dict[str, tuple[int, int, str]] = {}
+    smaller: tuple[int, int, str] | None = None
+    for cache in sorted(caches, key=lambda c: caches[c]):
+        lines, runs = estimates[cache]
+        bound = "compulsory misses" if lines < kernel.lines or runs < kernel.runs else ""
+        lines, runs = max(lines, kernel.lines), max(runs, kernel.runs)
+        if smaller is not None and (lines > smaller[0] or runs > smaller[1]):
+            bound = f"inclusion ({smaller[2]})"
+            lines, runs = min(lines, smaller[0]), min(runs, smaller[1])
+        out[cache] = (lines, runs, bound)
+        smaller = (lines, runs, cache)
+    return {c: out[c] for c in caches}
 
 
 def accesses(func: tirx.PrimFunc) -> list[Access]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -68,6 +68,8 @@ class Graph:
     outputs: tuple[str, ...]
     doc: str = ""
     _by_name: dict[str, Node] = field(default_factory=dict, compare=False, repr=False)
+    #: constants' own values (an imported model's weights, read-only); others get random ones
+    values: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name.update({n.name: n for n in self.nodes})
@@ -116,10 +118,11 @@ class Graph:
         return n.op.flops([self.tensors[i].shape for i in n.inputs], n.kwargs, self.tensors[n.name].shape)
 
     def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
-        """Random values (never zeros) for every graph input and constant."""
+        """Random values (never zeros) for every graph input and constant; a constant with a value
+        of its own (``values``: an imported model's weights) keeps it."""
         rng = np.random.default_rng(seed)
-        return {t.name: rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype)
-                for t in self.tensors.values() if t.role != "op"}
+        return {t.name: self.values[t.name] if t.name in self.values
+                else rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype) for t in self.tensors.values() if t.role != "op"}
 
     def reference(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every tensor's value computed with the operators' NumPy/PyTorch references."""
@@ -143,11 +146,19 @@ class GraphBuilder:
         self.name = name
         self.tensors: dict[str, Tensor] = {}
         self.nodes: list[Node] = []
+        self.values: dict[str, np.ndarray] = {}
 
     def input(self, name: str, shape: Sequence[int], dims: str | None = None) -> str:
         return self._add(Tensor(name, tuple(shape), "input", dims or _dims(len(shape))))
 
-    def const(self, name: str, shape: Sequence[int], dims: str | None = None) -> str:
+    def const(self, name: str, shape: Sequence[int], dims: str | None = None, value: np.ndarray | None = None) -> str:
+        """A constant; with ``value`` (of that shape), the model's own value instead of a random one."""
+        if value is not None:
+            if tuple(value.shape) != tuple(shape):
+                raise GraphError(f"constant {name}: value of shape {value.shape} for shape {tuple(shape)}")
+            value = np.array(value, dtype="float32")  # a private copy, read-only: graphs share it
+            value.flags.writeable = False
+            self.values[name] = value
         return self._add(Tensor(name, tuple(shape), "const", dims or _dims(len(shape))))
 
     def op(self, name: str, type: str, *inputs: str, **attrs: Any) -> str:
@@ -175,7 +186,7 @@ class GraphBuilder:
     def build(self, outputs: Sequence[str] | None = None, doc: str = "") -> Graph:
         used = {i for n in self.nodes for i in n.inputs}
         outs = tuple(outputs) if outputs else tuple(n.name for n in self.nodes if n.name not in used)
-        return Graph(self.name, dict(self.tensors), tuple(self.nodes), outs, doc)
+        return Graph(self.name, dict(self.tensors), tuple(self.nodes), outs, doc, values=dict(self.values))
 
 
 def _dims(rank: int) -> str:

@@ -18,6 +18,7 @@ phase, see ``_tconv_compute``), comparisons and transcendental functions count 1
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -555,6 +556,59 @@ _register(OpDef("transpose", "other", lambda shapes, a: tuple(shapes[0][p] for p
                 _transpose_compute, lambda shapes, a, out: 0,
                 lambda vals, a: np.transpose(vals[0], a["perm"]),
                 out_dims=lambda d, r, a: "".join(d[p] for p in a["perm"]) if len(d) == r else "ABCDEFGH"[:r]))
+
+
+########## Ops for imported models: activations, per-axis scale, concatenation ##########
+
+_ew("sigmoid", te.sigmoid, lambda x: 1.0 / (1.0 + np.exp(-x)), 4)
+_ew("tanh", te.tanh, np.tanh, 5)
+_ew("erf", tvm.tirx.erf, lambda x: _torch().erf(_t(x)).numpy(), 5)
+_ew("clip", lambda x, lo, hi: te.min(te.max(x, _f32(lo)), _f32(hi)), lambda x, lo, hi: np.clip(x, lo, hi), 2)
+
+
+def _scale_axis_compute(readers, shapes, a, out):
+    X, S = readers
+    axis = a.get("axis", 1) % len(out)
+    return lambda idx: X(idx) * S([idx[axis]])
+
+
+def _scale_axis_ref(vals, a):
+    x, s = (np.asarray(v, np.float64) for v in vals)
+    axis = a.get("axis", 1) % x.ndim
+    return x * s.reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+
+
+#: ``x * s[axis]``: a per-channel scale (a batch norm that no conv before it absorbs)
+_register(OpDef("scale_axis", "elementwise", _bias_infer, _scale_axis_compute,
+                lambda shapes, a, out: math.prod(out), _scale_axis_ref))
+
+
+def _concat_infer(shapes, a):
+    axis = a.get("axis", 0) % len(shapes[0])
+    for s in shapes[1:]:
+        if len(s) != len(shapes[0]) or any(n != m for d, (n, m) in enumerate(zip(s, shapes[0])) if d != axis):
+            raise ValueError(f"cannot concatenate {shapes} along axis {axis}")
+    return tuple(sum(s[axis] for s in shapes) if d == axis else n for d, n in enumerate(shapes[0]))
+
+
+def _concat_compute(readers, shapes, a, out):
+    axis = a.get("axis", 0) % len(out)
+    starts = list(itertools.accumulate((s[axis] for s in shapes[:-1]), initial=0))
+
+    def read(k, idx):
+        return readers[k]([i - starts[k] if d == axis else i for d, i in enumerate(idx)])
+
+    def body(idx):
+        v = read(len(readers) - 1, idx)
+        for k in range(len(readers) - 2, -1, -1):  # if_then_else evaluates one branch only
+            v = tvm.tirx.if_then_else(idx[axis] < starts[k + 1], read(k, idx), v)
+        return v
+
+    return body
+
+
+_register(OpDef("concat", "other", _concat_infer, _concat_compute, lambda shapes, a, out: 0,
+                lambda vals, a: np.concatenate(vals, axis=a.get("axis", 0))))
 
 
 def names_for(dims: str, rank: int) -> Sequence[str]:

@@ -8,9 +8,13 @@ reference on random inputs, times each kernel and writes:
   loads it and each kernel is a function of the kernel's name (arguments: its input buffers,
   then its output buffers, in their stored layouts);
 - ``program.py``: the scheduled TVMScript of the whole module;
-- ``report.json``: ``ok``, ``max_abs_error``, ``max_rel_error``, ``total_ms`` and per kernel
-  ``name``, ``latency_ms`` (median), ``min_ms``, ``spread_ms`` (max - min over repeats),
-  ``repeats``, ``rounds`` and ``noisy`` (see ``timing``), ``gflops``, ``flops``; also the session name, target and TVM version.
+- ``report.json``: ``ok``, ``max_abs_error``, ``max_rel_error``, ``total_ms`` (the kernels'
+  medians added up) with ``total_min_ms``, ``total_spread_ms``, ``repeats`` and ``noisy`` (any
+  kernel stayed noisy), and per kernel ``name``, ``latency_ms`` (median), ``min_ms``,
+  ``spread_ms`` (max - min over repeats), ``repeats``, ``rounds`` and ``noisy`` (see ``timing``),
+  ``gflops``, ``flops``; a tuned kernel also has ``tuned_ms`` (what its tuning measured: one
+  mean, no spread) and ``vs tuned`` (``timing.compare``: "within noise" when that mean lies within
+  the replay's range); also the session name, target and TVM version.
 
 Nothing is written when the session does not replay or a kernel does not build.
 """
@@ -26,7 +30,8 @@ import tvm
 
 from .errors import BuildError
 from .program import measure
-from .session import Session, replay
+from .session import Session, State, replay
+from .timing import Stats, compare
 
 __all__ = ["ReplayReport", "replay_to"]
 
@@ -42,6 +47,11 @@ class ReplayReport:
     target: dict
     outputs: dict[str, dict]  # graph output -> {"max_abs_error", "max_rel_error"}
     tvm_version: str = tvm.__version__
+    # the total's statistics (``Measurement.total``); absent from reports written before them
+    total_min_ms: float | None = None
+    total_spread_ms: float | None = None
+    repeats: int | None = None
+    noisy: bool | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -83,11 +93,32 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
     except Exception as e:  # noqa: BLE001 - the toolchain's errors come in several types
         raise BuildError(f"could not export kernels.so: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     (out / "program.py").write_text(prog.module().script())
+    tuned = _tuned_ms(state)
+    total = m.total
     report = ReplayReport(
         ok=ver.ok, max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
-        total_ms=sum(t.latency_ms for t in timings),
-        kernels=[{**t.row(), "schedule": state.schedule(t.name).kind} for t in timings],
+        total_ms=total.median_ms, total_min_ms=total.min_ms, total_spread_ms=total.spread_ms, repeats=total.repeats,
+        noisy=any(t.stats.noisy for t in timings),
+        kernels=[{**t.row(), "schedule": state.schedule(t.name).kind, **_vs_tuned(t.stats, tuned.get(t.name))}
+                 for t in timings],
         session=session.name, target=dict(session.target),
         outputs={t: {"max_abs_error": a, "max_rel_error": r} for t, (a, r) in ver.per_output.items()})
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     return report
+
+
+def _tuned_ms(state: State) -> dict[str, float]:
+    """Kernel -> the latency its tuning measured, for kernels that still run their tuned trace
+    (the last ``tuned`` step of a kernel is the one in force)."""
+    out = {}
+    for step in state.session.steps:
+        if step.kind == "tuned" and step.get("latency_ms") is not None:
+            out[step.target] = float(step.get("latency_ms"))
+    return {k: v for k, v in out.items() if k in state.program.funcs and state.schedule(k).kind == "tuned"}
+
+
+def _vs_tuned(replayed: Stats, tuned_ms: float | None) -> dict:
+    """The replay against the tuner's figure, a point (MetaSchedule keeps one mean per record)."""
+    if tuned_ms is None:
+        return {}
+    return {"tuned_ms": tuned_ms, "vs tuned": compare(replayed, Stats.of([tuned_ms]))}

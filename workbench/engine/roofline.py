@@ -13,7 +13,16 @@ ridge point is bounded by bandwidth, right of it by the FMA peak.
 (0.125, 1.0, 'memory', 1.5, 66.66666666666667)
 
 A kernel whose buffers fit a cache can beat the (DRAM) memory roof: over 100% of it is
-possible for small kernels, such as a padding copy.
+possible for small kernels, such as a padding copy, because the timing runs it again and again
+and finds its data still in that cache. ``holding_cache`` names the cache and ``roof_note`` says
+why a share above 100% is no error (the ceilings measure no per-cache bandwidth to draw that
+cache's own roof):
+
+>>> pad = RooflinePoint("pad", "NCHW", flops=0, bytes=16 * 1024, latency_ms=0.001)
+>>> pad.percent_of_roof(c), pad.holding_cache(c)
+(136.53333333333333, 'L1d')
+>>> print(pad.roof_note(c))
+above the DRAM roof: its 16 KiB of buffers fit L1d (32 KiB), where repeated runs find them
 
 The libraries' GEMM measured with the ceilings is a reference point (``reference_points``): a
 tuned kernel can be held against what NumPy and PyTorch reach on the same machine.
@@ -70,10 +79,35 @@ class RooflinePoint:
             return 100.0 * self.bytes / (self.latency_ms * 1e6) / c.bandwidth_gbs
         return 100.0 * (self.gflops or 0.0) / self.attainable(c)
 
+    def holding_cache(self, c: Ceilings) -> str | None:
+        """The smallest cache that holds all of the kernel's buffers (None: only DRAM does)."""
+        fits = [(size, name) for name, size in c.caches.items() if self.bytes <= size]
+        return min(fits)[1] if fits else None
+
+    def roof_note(self, c: Ceilings) -> str:
+        """Why the kernel is above its roof ("" when it is not): its data sits in a cache the
+        repeated timing runs keep warm, or else what the roof does not count."""
+        pct = self.percent_of_roof(c)
+        if pct is None or pct <= 100.0:
+            return ""
+        if self.flops and self.bound(c) == "compute":
+            return "above the measured FMA peak: the peak kernel reaches less than this kernel (see the ceilings)"
+        cache = self.holding_cache(c)
+        if cache is not None:
+            return (f"above the DRAM roof: its {_kib(self.bytes)} of buffers fit {cache} ({_kib(c.caches[cache])}), "
+                    "where repeated runs find them")
+        return ("above the DRAM roof with buffers larger than every cache: it reads part of its buffers only "
+                "(the roof counts each buffer whole) or the bandwidth was measured low")
+
     def row(self, c: Ceilings) -> dict[str, Any]:
         return {"kernel": self.kernel, "variant": self.variant, "GFLOP": self.flops / 1e9, "MB": self.bytes / 1e6,
                 "FLOP/byte": self.intensity, "latency ms": self.latency_ms, "GFLOP/s": self.gflops,
-                "bound": self.bound(c) if self.flops else "memory", "% of roof": self.percent_of_roof(c)}
+                "bound": self.bound(c) if self.flops else "memory", "% of roof": self.percent_of_roof(c),
+                "buffers fit": self.holding_cache(c) or "DRAM only", "note": self.roof_note(c)}
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.0f} KiB"
 
 
 def compulsory_bytes(func: tvm.tirx.PrimFunc) -> int:

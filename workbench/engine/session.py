@@ -71,10 +71,17 @@ class Session:
         return replace(self, steps=self.steps[:-1], redo_stack=(self.steps[-1],) + self.redo_stack)
 
 
-def new_session(model: str = zoo.DEFAULT_MODEL, name: str | None = None, target: dict | None = None,
+def new_session(model: str | Mapping = zoo.DEFAULT_MODEL, name: str | None = None, target: dict | None = None,
                 **options: Any) -> Session:
-    zoo.load(model, **options)  # refuse unknown models now
-    return Session(name or model, dict(target or DEFAULT_TARGET), {"zoo": model, **options})
+    """A session on zoo model ``model`` (with ``options``), or on a "model" field such as
+    ``zoo.file_model`` gives for an imported file."""
+    spec = {"zoo": model, **options} if isinstance(model, str) else dict(model)
+    zoo.load_model(spec)  # refuse unknown models and changed files now
+    if isinstance(model, str):
+        default = model
+    else:  # the file's name, as a session name may be
+        default = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(spec["file"]).stem).lstrip("_.-")[:80] or "model"
+    return Session(name or default, dict(target or DEFAULT_TARGET), spec)
 
 
 @dataclass(frozen=True)
@@ -107,12 +114,8 @@ class State:
     @staticmethod
     def of(session: Session) -> State:
         """The state before any step of ``session``."""
-        model = dict(session.model)
-        name = model.pop("zoo", None)
-        if not isinstance(name, str):
-            raise SessionError('field "model": needs {"zoo": NAME}')
         try:
-            graph = zoo.load(name, **model)
+            graph = zoo.load_model(session.model)
         except WorkbenchError as e:
             raise SessionError(f'field "model": {e}') from None
         return State(replace(session, steps=(), redo_stack=()), graph)

@@ -1,22 +1,32 @@
 """The model zoo: small graphs written with ``GraphBuilder``, one per ALT workload type.
 
 Every model documents its ops and tensors; the app and session files use these names.
-``MODELS`` maps a zoo name to its builder; ``load(name, **options)`` builds one after checking
-the options against the model's declared schema (``OPTIONS``): type, range, divisibility and a cap
-on tensor size, so a bad option is refused with a message naming it before TVM sees a shape.
+``MODELS`` maps a zoo name to its builder; ``NETWORKS`` holds the real networks of the paper's
+end-to-end study (ResNet-18, MobileNet-V2, a BERT-base layer), imported from their ``torch.nn``
+definitions (``networks``) through ``frontend`` like any user model. ``load(name, **options)``
+builds one after checking the options against the model's declared schema (``OPTIONS``): type,
+range, divisibility and a cap on tensor size, so a bad option is refused with a message naming it
+before TVM sees a shape.
+
+A session's ``"model"`` field has one schema (``check_model``): ``{"zoo": NAME, **options}``, or a
+model file pinned by content, ``{"file": PATH, "sha256": HEX, "inputs": {NAME: [dims]}}`` (with an
+optional ``"origin"``, the factory it was exported from); ``load_model`` builds either.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .errors import GraphError
 from .graph import Graph, GraphBuilder
 
-__all__ = ["MODELS", "OPTIONS", "IntOption", "load", "check_options", "DEFAULT_MODEL", "MAX_TENSOR_ELEMENTS"]
+__all__ = ["MODELS", "NETWORKS", "OPTIONS", "IntOption", "load", "check_options", "check_model", "load_model",
+           "file_model", "DEFAULT_MODEL", "MAX_TENSOR_ELEMENTS"]
 
 DEFAULT_MODEL = "r18_stem"
 
@@ -189,6 +199,44 @@ MODELS: dict[str, Callable[..., Graph]] = {
 }
 
 
+########## Real networks (imported from torch.nn) ##########
+
+@functools.lru_cache(maxsize=8)  # an import takes seconds: the app replays sessions on every undo
+def _imported(name: str, doc: str, **options: int) -> Graph:
+    from . import networks
+    from .frontend import import_module
+
+    module, example = getattr(networks, name)(**options)
+    return import_module(module, example, name, doc)
+
+
+def resnet18(batch: int = 1) -> Graph:
+    """ResNet-18 on 224x224 images (1000 classes), imported from ``networks.ResNet18`` with
+    seeded random weights and its batch norms folded into the convs: 20 convs (C2D) with their
+    bias adds, 17 relus, 8 residual adds, a max pool and a global average pool, a dense layer.
+    Op names follow their type: conv1..conv20, conv1_bias, relu1, add1, maxpool1, avgpool1, dense1."""
+    return _imported("resnet18", resnet18.__doc__, batch=batch)
+
+
+def mobilenet_v2(batch: int = 1) -> Graph:
+    """MobileNet-V2 on 224x224 images (1000 classes), imported from ``networks.MobileNetV2``
+    with seeded random weights and its batch norms folded: 52 convs (35 C2D, 17 DEP) with their
+    bias adds, 35 relu6, 10 residual adds, a global average pool and a dense layer."""
+    return _imported("mobilenet_v2", mobilenet_v2.__doc__, batch=batch)
+
+
+def bert_layer(batch: int = 1, seq: int = 128) -> Graph:
+    """One BERT-base encoder layer (hidden 768, 12 heads, FFN 3072) on data (N,seq,768),
+    imported from ``networks.BertLayer`` with seeded random weights: six dense GMMs (q, k, v,
+    attention output, two FFN) with bias adds, two batched GMMs (scores, context), scale,
+    softmax, GELU, two residual adds and two layer norms, with the reshapes/transposes of the heads."""
+    return _imported("bert_layer", bert_layer.__doc__, batch=batch, seq=seq)
+
+
+NETWORKS: dict[str, Callable[..., Graph]] = {"resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
+                                             "bert_layer": bert_layer}
+
+
 #: the largest tensor a model may have (2**28 fp32 elements = 1 GiB): beyond it, buffers overflow
 #: TVM's int32 indexing and this machine's memory
 MAX_TENSOR_ELEMENTS = 1 << 28
@@ -223,12 +271,14 @@ OPTIONS["bert_tiny_layer"] = {"batch": IntOption(1, 1), "seq": IntOption(1, 4096
                               "hidden": IntOption(1, 4096, "heads"), "heads": IntOption(1, 64)}
 OPTIONS["gmm"] = {"batch": IntOption(1, 1), "m": IntOption(1, 65536), "n": IntOption(1, 65536),
                   "k": IntOption(1, 65536)}
+OPTIONS.update(resnet18={"batch": IntOption(1, 64)}, mobilenet_v2={"batch": IntOption(1, 64)},
+               bert_layer={"batch": IntOption(1, 64), "seq": IntOption(1, 512)})
 
 
 def check_options(name: str, options: dict[str, Any]) -> None:
     """Refuse an unknown model, an unknown option or a value outside its schema, naming it."""
-    if name not in MODELS:
-        raise GraphError(f"unknown zoo model {name!r}; known: {', '.join(MODELS)}")
+    if name not in MODELS and name not in NETWORKS:
+        raise GraphError(f"unknown zoo model {name!r}; known: {', '.join([*MODELS, *NETWORKS])}")
     schema = OPTIONS[name]
     if unknown := sorted(set(options) - set(schema), key=str):
         raise GraphError(f"unknown model option {unknown[0]!r} for {name}; it takes: {', '.join(schema) or 'none'}")
@@ -238,8 +288,12 @@ def check_options(name: str, options: dict[str, Any]) -> None:
 
 
 def _defaults(name: str) -> dict[str, Any]:
-    params = inspect.signature(MODELS[name]).parameters.values()
+    params = inspect.signature(_builder(name)).parameters.values()
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+
+
+def _builder(name: str) -> Callable[..., Graph]:
+    return MODELS.get(name) or NETWORKS[name]
 
 
 def load(name: str, **options) -> Graph:
@@ -251,9 +305,96 @@ def load(name: str, **options) -> Graph:
     workbench.engine.errors.GraphError: model option "m" of gmm must be an integer in [1, 65536], got 64.5
     """
     check_options(name, options)
-    graph = MODELS[name](**options)
+    return _check_size(_builder(name)(**options), name, "use smaller model options")
+
+
+def _check_size(graph: Graph, name: str, hint: str) -> Graph:
     big = max(graph.tensors.values(), key=lambda t: math.prod(t.shape))
     if (n := math.prod(big.shape)) > MAX_TENSOR_ELEMENTS:
         raise GraphError(f"tensor {big.name} of {name} would have {n:,} elements ({'x'.join(map(str, big.shape))}), "
-                         f"over the limit of {MAX_TENSOR_ELEMENTS:,}; use smaller model options")
+                         f"over the limit of {MAX_TENSOR_ELEMENTS:,}; {hint}")
     return graph
+
+
+########## The "model" field of a session ##########
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_FILE_KEYS = {"file", "sha256", "inputs", "origin"}
+_MODEL_FORMS = '{"zoo": NAME, ...options} or {"file": PATH, "sha256": HEX, "inputs": {NAME: [dims]}}'
+
+
+def check_model(model: Any) -> None:
+    """Refuse a session "model" field outside its schema, naming the part that is wrong (the
+    options of a zoo model are checked against ``OPTIONS``; a file model's file is not read)."""
+    if not isinstance(model, Mapping):
+        raise GraphError(f"a model is {_MODEL_FORMS}, got {type(model).__name__}")
+    if "zoo" in model:
+        if not isinstance(model["zoo"], str):
+            raise GraphError(f"needs {{\"zoo\": NAME}} with NAME a string, got {model['zoo']!r}")
+        check_options(model["zoo"], {k: v for k, v in model.items() if k != "zoo"})
+        return
+    if "file" not in model:
+        raise GraphError(f"needs {_MODEL_FORMS}")
+    if unknown := sorted(set(model) - _FILE_KEYS, key=str):
+        raise GraphError(f"unknown key {unknown[0]!r} of a file model; it takes: {', '.join(sorted(_FILE_KEYS))}")
+    if not isinstance(model["file"], str) or not model["file"]:
+        raise GraphError(f'"file" must be a path, got {model["file"]!r}')
+    if not isinstance(model.get("sha256"), str) or not _SHA256.match(model["sha256"]):
+        raise GraphError(f'"sha256" must be the SHA-256 of the model file (64 hex digits), got {model.get("sha256")!r}')
+    inputs = model.get("inputs")
+    if not isinstance(inputs, Mapping):
+        raise GraphError(f'"inputs" must map each input name to its shape, got {inputs!r}')
+    for name, dims in inputs.items():
+        ok = all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= MAX_TENSOR_ELEMENTS for d in dims) \
+            if isinstance(dims, list) else False
+        if not (ok and 1 <= len(dims) <= 8):
+            raise GraphError(f'"inputs": the shape of {name!r} must be a list of 1 to 8 positive ints, got {dims!r}')
+    if not isinstance(model.get("origin", ""), str):
+        raise GraphError(f'"origin" must be a string, got {model["origin"]!r}')
+
+
+def load_model(model: Mapping) -> Graph:
+    """The graph of a session's "model" field (``check_model`` first). A file model is read and
+    hashed before it is parsed: a file whose content changed is refused."""
+    check_model(model)
+    if "zoo" in model:
+        return load(model["zoo"], **{k: v for k, v in model.items() if k != "zoo"})
+    from .frontend import read_model
+
+    path = model["file"]
+    try:
+        digest = read_model(path)[2]
+    except GraphError as e:
+        if "does not exist" in str(e):
+            raise
+        # it read as a model when the session was made
+        raise GraphError(f"model file {path} changed since the session was made: {e}") from None
+    if digest != model["sha256"]:
+        raise GraphError(f"model file {path} changed since the session was made (its sha256 is now {digest[:12]}..., "
+                         f"the session has {model['sha256'][:12]}...): re-import it to start a new session")
+    inputs = tuple((k, tuple(v)) for k, v in model["inputs"].items())
+    return _file_graph(path, digest, inputs)
+
+
+@functools.lru_cache(maxsize=8)
+def _file_graph(path: str, digest: str, inputs: tuple) -> Graph:
+    from .frontend import import_file, read_model
+
+    data, extern, now = read_model(path)
+    if now != digest:  # changed between the check and this read
+        raise GraphError(f"model file {path} changed while it was being imported")
+    return _check_size(import_file(path, dict(inputs), model=(data, extern)), path, "give smaller input shapes")
+
+
+def file_model(path: str, inputs: Mapping[str, Any] | None = None, origin: str | None = None) -> tuple[dict, Graph]:
+    """Import a model file: the session "model" field that pins it (path, sha256, every input's
+    shape) and its graph (the one ``load_model`` of that field gives, imported once)."""
+    from .frontend import input_shapes, read_model
+
+    data, extern, digest = read_model(path)
+    shapes = input_shapes(path, inputs, model=(data, extern))
+    spec = {"file": str(path), "sha256": digest, "inputs": {k: list(v) for k, v in shapes.items()}}
+    if origin:
+        spec["origin"] = origin
+    check_model(spec)
+    return spec, _file_graph(str(path), digest, tuple(shapes.items()))

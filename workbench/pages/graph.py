@@ -5,29 +5,76 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from workbench.engine.graph_view import op_details
 from workbench.pages import _state
-from workbench.viz.graph import graph_figure
+from workbench.viz.graph import graph_figure, matching_ops
 
 st.title("Computational graph")
 state = _state.state()
-plan = state.program.plan
+graph, plan = state.graph, state.program.plan
 changed = _state.changed()
-st.caption(f"**{state.graph.name}**: {len(state.graph.nodes)} ops, {len(plan.kernels)} kernels, "
-           f"{len(plan.conversions)} conversion ops. Click an op to select it for the other pages.")
+ops = [n.name for n in graph.nodes]
+fused = [k.name for k in plan.kernels if len(k.ops) + len(k.fused) > 1]
+st.caption(f"**{graph.name}**: {len(ops)} ops, {len(plan.kernels)} kernels, {len(plan.conversions)} conversion ops. "
+           "Click an op to select it for the other pages; drag to pan, double-click to fit the whole graph.")
 _state.show_messages()
 
-event = st.plotly_chart(graph_figure(state.graph, plan, changed=changed, selected=_state.selected()),
-                        key="graph_chart", on_select="rerun", selection_mode="points", width="stretch")
-points = (event or {}).get("selection", {}).get("points", []) if event else []
-clicked = next((p.get("customdata") for p in points if p.get("customdata") in {n.name for n in state.graph.nodes}), None)
-if clicked and clicked != _state.selected():
-    _state.select(clicked)
-    st.rerun()
 
-if op := _state.selected():
-    node = state.graph.node(op)
-    st.info(f"Selected **{op}** ({node.label}, {node.kind}): output {list(state.graph.tensor(op).shape)} "
-            f"stored as [{plan.layout_of(op).label}]")
+def _clicked() -> None:
+    """A click on an op selects it; a click on a collapsed kernel expands it."""
+    points = st.session_state.graph_chart.selection.points
+    picked = next((p["customdata"] for p in points if isinstance(p.get("customdata"), str)), None)
+    if picked in ops:
+        _state.select(picked)
+    elif picked and picked.removeprefix("kernel ") in fused and st.session_state.get("graph_collapse"):
+        st.session_state.graph_expanded = [*st.session_state.get("graph_expanded", []), picked.removeprefix("kernel ")]
+
+
+def view_controls() -> tuple[str, str | None, bool, list[str]]:
+    """The toolbar: the search query and the match to show, and which kernels are drawn collapsed."""
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        query = st.text_input("Find op", key="graph_search", placeholder="part of an op name", width=220)
+        matches = matching_ops(ops, query)
+        match = None
+        if matches:
+            match = st.selectbox(f"{len(matches)} of {len(ops)} ops match (outlined in yellow)", matches,
+                                 key="graph_match", width=260,
+                                 on_change=lambda: _state.select(st.session_state.graph_match))
+        elif query:
+            st.caption("no op matches")
+        collapse = st.toggle("Collapse fused kernels", key="graph_collapse", disabled=not fused, width="content",
+                             help="Draw each fused kernel as one node; click one to expand it.")
+        expanded = st.multiselect("Expanded kernels", fused, key="graph_expanded", width=260) if collapse else []
+    return query, match, collapse, expanded
+
+
+def op_panel(op: str) -> None:
+    """The selected op's attributes, and the shape and stored layout of each tensor it touches."""
+    d = op_details(graph, plan, op)
+    st.markdown(f"#### {d.name}\n{d.label} (`{d.type}`, {d.kind})" + (f", kernel **{d.kernel}**" if d.kernel else ""))
+    if d.attrs:
+        st.dataframe(pd.DataFrame(d.attrs, columns=["attribute", "value"]), hide_index=True, key="op_attrs")
+    for t in d.tensors:
+        via = f" via `{t.buffer}`" if t.buffer != t.tensor else ""
+        st.markdown(f"**{t.role}** `{t.tensor}` {'x'.join(map(str, t.shape))}{via}  \n"
+                    f"[{t.layout}] stored {'x'.join(map(str, t.stored))}")
+
+
+query, match, collapse, expanded = view_controls()
+figure = graph_figure(graph, plan, changed=changed, selected=_state.selected(), search=query, focus=match,
+                      collapse=collapse, expanded=expanded)
+x0, x1 = figure.layout.xaxis.range or (0, 0)
+# the chart as wide as the drawing at one pixel per unit (the figure keeps text that size); the
+# side panel beside it when the page is wide enough, else below it
+with st.container(horizontal=True, gap="medium"):
+    with st.container(width=max(int(x1 - x0), 320)):
+        st.plotly_chart(figure, key="graph_chart", on_select=_clicked, selection_mode="points", width="stretch",
+                        config={"displaylogo": False})
+    with st.container(width=320):
+        if (op := _state.selected()) in ops:
+            op_panel(op)
+        else:
+            st.caption("Click an op (or find one) to see its attributes, shapes and layouts here.")
 
 report = pd.DataFrame(plan.report())
 if changed:

@@ -58,6 +58,10 @@ if timings:
     right.plotly_chart(roofline_figure(_state.roofline_points(), c), width="stretch", key="roofline")
     st.dataframe(pd.DataFrame([p.row(c) for p in _state.roofline_points()]), hide_index=True, width="stretch",
                  key="roofline_table")
+    if over := [p for p in _state.roofline_points() if p.roof_note(c)]:
+        st.caption(f"{len(over)} above 100% of their roof, which is no error: see *note*. The roof drawn is DRAM's "
+                   "(STREAM); a kernel whose buffers fit a cache (*buffers fit*) is timed warm, and this machine's "
+                   "per-cache bandwidth is not measured.")
 else:
     st.info("No variant measured yet: measure the current session here or on the Loops page; every measured "
             "variant shows on the bars and the roofline, so layouts and schedules compare on one chart.")
@@ -87,6 +91,8 @@ if other != "(none)":
     except WorkbenchError as err:
         st.warning(f"{other}: {err}")
 st.plotly_chart(misses_figure(profiles), width="stretch", key="misses")
+st.caption("Every estimate is at least the compulsory misses (each line the kernel touches, once) and no cache "
+           "misses more than a smaller one; *bounded by* says where such a bound replaced the model's estimate.")
 st.dataframe(pd.concat([p.misses_table().assign(variant=n) for n, p in profiles.items()]), hide_index=True,
              width="stretch", key="misses_table")
 

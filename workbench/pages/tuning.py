@@ -10,6 +10,7 @@ import streamlit as st
 
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.tuning.options import TuneOptions
+from workbench.engine.tuning.progress import summarize_progress
 from workbench.engine.tuning.rpc import RpcConfig
 from workbench.engine.tuning.worker import Job, session_job_spec, start_job
 from workbench.pages import _state
@@ -45,6 +46,8 @@ if start.button("Start tuning", icon=":material/play_arrow:", key="tune_start", 
         spec = session_job_spec(session, stage, budget, options)
         st.session_state.tune_job = start_job(spec, job_dir(), owner=owner, queue=queue)
         st.session_state.tune_base = (session.key(), len(session.steps))
+        # the loop stage tunes every kernel: those not reached yet count as without a result
+        st.session_state.tune_tasks = [k.name for k in _state.state().program.plan.kernels] if stage == "loop" else []
         st.session_state.pop("error", None)
 if stop.button("Stop", icon=":material/stop:", key="tune_stop", disabled=not running):
     with _state.attempt():
@@ -60,11 +63,10 @@ def live() -> None:
         return
     rows = job.progress()
     status = job.status()
-    ok = [r for r in rows if r.get("latency_ms") is not None]
-    best = min((r["latency_ms"] for r in ok), default=None)
+    summary = summarize_progress(rows, st.session_state.get("tune_tasks", []))
     st.markdown(f"**{status.state if status.error else status}** · {len(rows)} measurements of {job.dir.name}"
-                + (f" · best {best:.4f} ms" if best is not None else "")
-                + (f" · {len(rows) - len(ok)} failed candidates (skipped)" if len(rows) > len(ok) else ""))
+                f" · {summary.headline()}"
+                + (f" · {summary.failed} failed candidates (skipped)" if summary.failed else ""))
     if status.error:
         st.error(status.error)
     if status.state == "queued":
@@ -75,6 +77,10 @@ def live() -> None:
         if any(r.get("stage") == "joint" for r in rows):
             right.plotly_chart(candidates_figure(rows), width="stretch", key="tune_candidates")
             right.dataframe(pd.DataFrame(candidate_scores(rows)), hide_index=True, width="stretch")
+        with st.expander("Best latency per task"):
+            st.caption("Their sum is the program's latency once every kernel has a result (loop stage); the joint "
+                       "stage tunes the complex ops only, on any layout candidate, conversions not included.")
+            st.dataframe(pd.DataFrame(summary.rows()), hide_index=True, width="stretch", key="tune_bests")
     if status.state not in ("queued", "running") and st.session_state.get("tune_seen") != (str(job.dir), status.state):
         st.session_state.tune_seen = (str(job.dir), status.state)
         st.rerun()  # once, so the page shows the result buttons
@@ -86,7 +92,9 @@ if job is not None and not job.running() and (tuned := job.tuned_state(owner)) i
     base_key, base_len = st.session_state.get("tune_base", ("", 0))
     new = tuned.session.steps[base_len:]
     st.success(f"Tuning done: {len(new)} tuned kernels. " + ", ".join(
-        f"{s.target} {s.get('latency_ms', float('nan')):.4f} ms" for s in new))
+        f"{s.target} {s.get('latency_ms', float('nan')):.4f} ms" for s in new)
+        + ". These are the tuner's figures (one mean per candidate, no spread); a replay of the applied session "
+          "(Sessions page) times each kernel over repeats and says whether it differs from them beyond the noise.")
     if base_key != session.key():
         st.warning("The session changed since this run started; applying replaces it with the tuned one.")
     st.button("Apply the result to the session", key="tune_apply", type="primary", on_click=_state.act,

@@ -40,13 +40,17 @@ def footprint_figure(profile: "Profile", ceilings: "Ceilings | None" = None, tit
 
 
 def misses_figure(profiles: Mapping[str, "Profile"], title: str = "Estimated cache misses") -> go.Figure:
-    """Per variant: estimated misses per cache, all lines and prefetch-aware (runs)."""
+    """Per variant: estimated misses per cache, all lines and prefetch-aware (runs); the hover
+    names the bound that set a bar (compulsory misses, inclusion), if one did."""
     fig = go.Figure()
     for name, prof in profiles.items():
         caches = list(prof.misses)
+        bounds = [prof.misses[c].get("bounded by") or "the model's estimate" for c in caches] * 2
         fig.add_trace(go.Bar(x=[f"{c} (all lines)" for c in caches] + [f"{c} (prefetch-aware)" for c in caches],
                              y=[prof.misses[c]["misses (lines)"] for c in caches]
-                             + [prof.misses[c]["misses (prefetch-aware)"] for c in caches], name=name))
+                             + [prof.misses[c]["misses (prefetch-aware)"] for c in caches], name=name,
+                             customdata=bounds, hovertemplate="%{x}: %{y:,} misses (%{customdata})<extra>"
+                             + name + "</extra>"))
     fig.update_layout(title=title, barmode="group", yaxis={"type": "log", "title": "misses per kernel call"},
                       template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 60})
     return fig

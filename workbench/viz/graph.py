@@ -1,20 +1,32 @@
-"""The computational graph under the current layouts, as a Plotly figure.
+"""The computational graph under the current layouts, as a Plotly figure drawn like Netron.
 
-Ops are nodes coloured by kind, grouped by fused kernel (a shaded box behind each group);
-conversion ops the propagation inserted are red diamonds on the edge they sit on; tensors are
-edges labelled with their shape and stored layout. Constants are not drawn as nodes (they are
-converted ahead of time); their layouts show in the op's hover text.
+Data flows top to bottom. Ops are boxes coloured by kind (name in bold, operator below); a fused
+kernel is a dotted box around its ops; conversion ops the propagation inserted are diamonds on
+the edge they sit on (open pink ones are fused into the kernel around them); every edge (one use
+of a tensor) is labelled with the tensor, its shape and its stored layout. Constants are not
+drawn (they are converted ahead of time); their layouts show in the op's hover text.
+
+Layout: igraph's Sugiyama layout does the graph drawing (layers, crossing reduction, and dummy
+vertices that route a long edge, such as a skip connection, in a lane of its own); edge labels
+are vertices of their own in the layer above their consumer, as Graphviz does. This module only
+turns igraph's grid into pixels: each vertex gets its text's extent, columns are spaced so that
+no two extents in a row touch, and edges run straight down through rows and bend only in the
+empty gaps between rows. One data unit is one screen pixel (the axes are locked 1:1), which is
+what lets text, whose size is in pixels, be laid out in data units.
 
 Input: an engine ``Graph`` and the ``Plan`` that ``propagate.plan_layouts`` returns (duck-typed,
 so this module stays free of TVM). ``changed`` names tensors to highlight (those that took a
-layout in the last action); ``selected`` is the op the user clicked.
+layout in the last action); ``selected`` is the op the user clicked; ``search`` outlines the ops
+whose name contains it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+import re
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import igraph
 import networkx as nx
 import plotly.graph_objects as go
 
@@ -22,12 +34,43 @@ if TYPE_CHECKING:  # engine types, for readers only
     from workbench.engine.graph import Graph
     from workbench.engine.propagate import Plan
 
-__all__ = ["KIND_COLOURS", "display_graph", "graph_figure"]
+__all__ = ["KIND_COLOURS", "Box", "GraphGeometry", "collapse_kernels", "display_graph", "graph_figure",
+           "graph_geometry", "matching_ops", "text_size"]
 
 KIND_COLOURS = {"complex": "#1f77b4", "elementwise": "#2ca02c", "other": "#7f7f7f",
-                "conversion": "#d62728", "fused conversion": "#ff9896", "input": "#bcbd22", "output": "#17becf"}
-_SYMBOLS = {"conversion": "diamond", "fused conversion": "diamond-open", "input": "triangle-right", "output": "square"}
-_GROUP_FILL = "rgba(31, 119, 180, 0.08)"
+                "conversion": "#d62728", "fused conversion": "#ff9896", "input": "#bcbd22", "output": "#17becf",
+                "kernel": "#9467bd"}
+_SYMBOLS = {"conversion": "diamond", "fused conversion": "diamond-open"}
+_DIAMONDS = set(_SYMBOLS)
+HOT = "#ff7f0e"        # edges and labels of tensors that took the new layout
+FOUND = "#e6ab02"      # outline of the ops a search matched
+KERNEL_LINE = "rgba(31,119,180,0.55)"
+KERNEL_FILL = "rgba(31,119,180,0.06)"
+
+########## Text extents ##########
+
+#: Arial's metrics (Liberation Sans has the same ones): estimates in pixels hold for these fonts
+FONT = "Arial, 'Liberation Sans', Helvetica, sans-serif"
+NODE_FONT = 11
+EDGE_FONT = 10
+#: average advance of one character, in em; generous for Arial (digits are 0.556 em)
+CHAR_EM, BOLD_EM = 0.6, 0.66
+LINE_EM = 1.25
+_TAG = re.compile(r"<[^>]+>")
+
+
+def text_size(text: str, size: float) -> tuple[float, float]:
+    """Estimated (width, height) in pixels of Plotly's pseudo-HTML ``text`` at font ``size``.
+
+    >>> text_size("<b>conv1</b><br>C2D", 10)
+    (33.0, 25.0)
+    """
+    lines = text.split("<br>")
+    width = max(len(_TAG.sub("", line)) * (BOLD_EM if "<b>" in line else CHAR_EM) for line in lines)
+    return round(width * size, 2), round(len(lines) * LINE_EM * size, 2)
+
+
+########## The drawn graph ##########
 
 
 def _shape(shape: Any) -> str:
@@ -36,18 +79,20 @@ def _shape(shape: Any) -> str:
 
 def display_graph(graph: "Graph", plan: "Plan") -> nx.DiGraph:
     """The drawn graph: inputs, ops, conversions and outputs as nodes; each edge carries the
-    tensor, its stored buffer and layout. Node attributes: kind, label, group, hover."""
+    tensor, its stored buffer and layout. Node attributes: kind, label (first line), sub (second
+    line), group (kernel), hover."""
     g = nx.DiGraph()
     group = {op: k.name for k in plan.kernels for op in k.ops}
     conv_of = {c.dst: c for c in plan.conversions}
     for name in graph.inputs:
-        g.add_node(name, kind="input", label=name, group=None, hover=f"input {name} {_shape(graph.tensor(name).shape)}")
+        g.add_node(name, kind="input", label=name, sub="input", group=None,
+                   hover=f"input {name} {_shape(graph.tensor(name).shape)}")
     for node in graph.nodes:
         consts = [f"{t}: {_shape(graph.tensor(t).shape)} [{plan.layout_of(t).label}]" for t in node.inputs
                   if graph.tensor(t).role == "const"]
         hover = "<br>".join([f"<b>{node.name}</b> ({node.label}, {node.kind})", f"kernel: {group.get(node.name, '-')}",
                              f"out {_shape(graph.tensor(node.name).shape)} [{plan.layout_of(node.name).label}]", *consts])
-        g.add_node(node.name, kind=node.kind, label=node.name, group=group.get(node.name), hover=hover)
+        g.add_node(node.name, kind=node.kind, label=node.name, sub=node.label, group=group.get(node.name), hover=hover)
 
     def source(buf: str) -> str:
         """The node that writes ``buf``: its producer op or input, or the conversion node."""
@@ -58,7 +103,7 @@ def display_graph(graph: "Graph", plan: "Plan") -> nx.DiGraph:
                 lay = plan.buffers[buf].layout
                 # a fused conversion is written by its producer's kernel (ALT section 5): no pass of its own
                 kind = "fused conversion" if c.fused else "conversion"
-                g.add_node(cname, kind=kind, label=f"convert {c.tensor}", group=group.get(c.into) if c.fused else None,
+                g.add_node(cname, kind=kind, label=f"convert {c.tensor}", sub="", group=group.get(c.into) if c.fused else None,
                            hover=f"<b>{kind}</b> of {c.tensor}<br>to [{lay.label}] {_shape(lay.shape)}<br>{c.reason}")
                 _edge(g, graph, plan, source(c.src), cname, c.tensor, c.src)
             return cname
@@ -74,7 +119,7 @@ def display_graph(graph: "Graph", plan: "Plan") -> nx.DiGraph:
             _edge(g, graph, plan, source(buf), node.name, t, buf)
     for tensor, buf in plan.outputs.items():
         out = f"output {tensor}"
-        g.add_node(out, kind="output", label=f"{tensor} (output)", group=None,
+        g.add_node(out, kind="output", label=tensor, sub="output", group=None,
                    hover=f"graph output {tensor} {_shape(graph.tensor(tensor).shape)}")
         _edge(g, graph, plan, source(buf), out, tensor, buf)
     return g
@@ -86,94 +131,434 @@ def _edge(g: nx.DiGraph, graph: "Graph", plan: "Plan", src: str, dst: str, tenso
                shape=_shape(graph.tensor(tensor).shape))
 
 
-#: beyond this many layers, edge labels go into hover text (except the highlighted ones)
-LABEL_LAYERS = 9
+def collapse_kernels(g: nx.DiGraph, keep: Collection[str] = ()) -> nx.DiGraph:
+    """``g`` with every fused kernel of two or more nodes, except those named in ``keep``, drawn
+    as one node named after the kernel (the ops it fuses in its hover text). A kernel is a convex
+    chain, so the result is still a DAG; edges inside a kernel disappear, the others are kept."""
+    members: dict[str, list[str]] = {}
+    for n, d in g.nodes(data=True):
+        if d.get("group"):
+            members.setdefault(d["group"], []).append(n)
+    into = {n: f"kernel {k}" for k, ns in members.items() if len(ns) > 1 and k not in keep for n in ns}
+    if not into:
+        return g
+    out = nx.DiGraph()
+    for n, d in g.nodes(data=True):
+        if n not in into:
+            out.add_node(n, **d)
+        elif into[n] not in out:
+            ops = members[d["group"]]
+            out.add_node(into[n], kind="kernel", label=d["group"], sub=" + ".join(g.nodes[o]["sub"] or "convert" for o in ops),
+                         group=None,
+                         hover=f"<b>kernel {d['group']}</b><br>" + "<br>".join(g.nodes[o]["label"] for o in ops),
+                         members=tuple(ops))
+    for a, b, d in g.edges(data=True):
+        a2, b2 = into.get(a, a), into.get(b, b)
+        if a2 != b2 and not out.has_edge(a2, b2):
+            out.add_edge(a2, b2, **d)
+    return out
 
 
-def _positions(g: nx.DiGraph) -> dict[str, tuple[float, float]]:
-    """Layered left-to-right layout on a unit grid: a node's column is its topological
-    generation, nodes of one column are centred on the axis one unit apart."""
-    pos = {}
-    for layer, nodes in enumerate(nx.topological_generations(g)):
-        for i, n in enumerate(sorted(nodes, key=str)):
-            pos[n] = (float(layer), (len(nodes) - 1) / 2 - i)
-    return pos
+def matching_ops(names: Iterable[str], query: str) -> list[str]:
+    """The names that contain ``query`` (case-insensitive); none for an empty query."""
+    q = query.strip().lower()
+    return [n for n in names if q and q in n.lower()] if q else []
+
+
+########## Geometry: igraph's Sugiyama layout, in pixels ##########
+
+BOX_PAD_X, BOX_PAD_Y = 8, 4  # inside a node box, around its text
+GAP_X = 18          # between the extents of two neighbours in a row
+GAP_Y = 14          # between two rows: the only place where edges bend
+LANE = 5            # half the room kept around an edge passing through a row
+LABEL_DX = 6        # an edge label starts this far right of its edge
+LABEL_PAD = 3       # the label's white background reaches this far around its text
+PORT_STEP = 12      # between two edges leaving (or entering) the same box
+DIAMOND = 16        # a conversion's marker size
+STUB = 6            # the straight end of an edge above its arrowhead
+KERNEL_PAD = 7      # a kernel box around its members
+MARGIN = 12         # around the drawing
+
+
+class Box(NamedTuple):
+    x0: float
+    x1: float
+    y0: float  # bottom
+    y1: float  # top
+
+
+class GraphGeometry(NamedTuple):
+    """Where everything goes, in pixels (y grows upwards; the first layer is at the top)."""
+
+    centres: dict[str, tuple[float, float]]
+    boxes: dict[str, Box]  # a node's box (a conversion: its diamond's square)
+    texts: dict[str, tuple[float, float]]  # a node's text anchor: the centre, or left-middle for a diamond
+    routes: dict[tuple[str, str], list[tuple[float, float]]]  # an edge's polyline, source to target
+    labels: dict[tuple[str, str], tuple[float, float]]  # an edge label's left-middle anchor
+    kernels: dict[str, list[tuple[float, float]]]  # a kernel's outline: a closed staircase around its rows
+    titles: dict[str, tuple[float, float]]  # a kernel title's left-middle anchor
+    bounds: Box  # everything drawn, text included
+
+
+class _Ext(NamedTuple):
+    """A vertex's extent from its centre."""
+
+    left: float
+    right: float
+    top: float
+    bottom: float
+
+
+def _node_text(d: dict) -> str:
+    """A node's drawn text: the name in bold, the operator below; a diamond's text is one line."""
+    return d["label"] if d["kind"] in _DIAMONDS else f"<b>{d['label']}</b><br>{d['sub']}"
+
+
+def _edge_text(d: dict) -> str:
+    return f"{d['tensor']} {d['shape']}<br>[{d['layout']}]"
+
+
+def _node_ext(d: dict) -> _Ext:
+    w, h = text_size(_node_text(d), NODE_FONT)
+    if d["kind"] in _DIAMONDS:
+        half = max(DIAMOND, h) / 2
+        return _Ext(DIAMOND / 2, DIAMOND / 2 + 4 + w, half, half)
+    return _Ext(w / 2 + BOX_PAD_X, w / 2 + BOX_PAD_X, h / 2 + BOX_PAD_Y, h / 2 + BOX_PAD_Y)
+
+
+def _kernel_title(name: str) -> str:
+    return f"kernel {name}"
+
+
+class _Grid(NamedTuple):
+    """igraph's answer: each vertex's row and x on a unit grid, and each edge's dummy vertices."""
+
+    rows: dict[Any, int]
+    x: dict[Any, float]
+    dummies: dict[tuple[str, str], list[tuple[float, int]]]  # (x, row) of each, source to target
+
+
+def _sugiyama(g: nx.DiGraph) -> _Grid:
+    """Sugiyama layout of ``g`` with each edge passing through a vertex for its label: a node on
+    an even row (its topological generation), an edge's label on the odd row right above its
+    consumer, so a skip connection runs its own lane down to where it joins."""
+    gen = {n: i for i, layer in enumerate(nx.topological_generations(g)) for n in layer}
+    edges = list(g.edges())
+    names = list(g.nodes) + edges
+    index = {v: i for i, v in enumerate(names)}
+    rows = [2 * gen[n] for n in g.nodes] + [2 * gen[b] - 1 for _, b in edges]
+    halves = [(index[a], index[(a, b)]) for a, b in edges] + [(index[(a, b)], index[b]) for a, b in edges]
+    lay = igraph.Graph(n=len(names), edges=halves, directed=True).layout_sugiyama(layers=rows)
+    bends = [[(float(x), int(round(r))) for x, r in pts] for pts in lay.edge_routing]
+    return _Grid(rows=dict(zip(names, rows)), x={v: x for v, (x, _) in zip(names, lay.coords)},
+                 dummies={e: bends[i] + bends[len(edges) + i] for i, e in enumerate(edges)})
+
+
+def graph_geometry(g: nx.DiGraph) -> GraphGeometry:
+    """Lay ``g`` out top to bottom: ``_sugiyama``, then pixel sizes (see the module docstring)."""
+    if not g:
+        return GraphGeometry({}, {}, {}, {}, {}, {}, {}, Box(0, 0, 0, 0))
+    grid = _sugiyama(g)
+    edges = list(g.edges())
+    names = list(g.nodes) + edges
+    ext: dict[Any, _Ext] = {n: _node_ext(d) for n, d in g.nodes(data=True)}
+    for e in edges:
+        w, h = text_size(_edge_text(g.edges[e]), EDGE_FONT)
+        ext[e] = _Ext(LANE, LABEL_DX + w + 2 * LABEL_PAD, h / 2 + LABEL_PAD, h / 2 + LABEL_PAD)
+    members = _kernel_members(g)
+    top_of = {k: min(vs, key=lambda v: (grid.rows[v], grid.x[v])) for k, vs in members.items()}
+    for k, top in top_of.items():  # room for the kernel's title right of its first box
+        e, tw = ext[top], text_size(_kernel_title(k), EDGE_FONT)[0]
+        ext[top] = e._replace(top=e.top + EDGE_FONT * LINE_EM, right=max(e.right, e.left + 6 + tw))
+
+    # every vertex of a row, dummies included, as (grid x, extent)
+    by_row: dict[int, list[tuple[float, _Ext]]] = {}
+    for v in names:
+        by_row.setdefault(grid.rows[v], []).append((grid.x[v], ext[v]))
+    for pts in grid.dummies.values():
+        for x, r in pts:
+            by_row.setdefault(r, []).append((x, _Ext(LANE, LANE, 0, 0)))
+    column = _columns(by_row)
+    row_y, row_top, row_bottom = _rows(by_row)
+
+    centres = {v: (column[_key(grid.x[v])], row_y[grid.rows[v]]) for v in names}
+    boxes, texts = {}, {}
+    for n, d in g.nodes(data=True):
+        x, y = centres[n]
+        if d["kind"] in _DIAMONDS:
+            boxes[n] = Box(x - DIAMOND / 2, x + DIAMOND / 2, y - DIAMOND / 2, y + DIAMOND / 2)
+            texts[n] = (x + DIAMOND / 2 + 4, y)
+        else:
+            e = _node_ext(d)
+            boxes[n] = Box(x - e.left, x + e.right, y - e.bottom, y + e.top)
+            texts[n] = (x, y)
+    lanes = {}  # an edge's points between its ends, (x, top, bottom) per row: its dummies and its label
+    for e in edges:
+        via = [(column[_key(x)], r) for x, r in grid.dummies[e]] + [(centres[e][0], grid.rows[e])]
+        lanes[e] = [(x, row_y[r] + row_top[r], row_y[r] - row_bottom[r]) for x, r in sorted(via, key=lambda p: p[1])]
+    routes = _routes(g, boxes, lanes, {n: row_y[grid.rows[n]] - row_bottom[grid.rows[n]] for n in g},
+                     {n: row_y[grid.rows[n]] + row_top[grid.rows[n]] for n in g})
+    labels = {e: (centres[e][0] + LABEL_DX, centres[e][1]) for e in edges}
+
+    span = {v: Box(centres[v][0] - ext[v].left, centres[v][0] + ext[v].right, centres[v][1] - ext[v].bottom,
+                   centres[v][1] + ext[v].top) for v in names}
+    kernels = {k: _staircase([span[v] for v in vs], [grid.rows[v] for v in vs]) for k, vs in members.items()}
+    titles = {k: (boxes[top].x1 + 6, boxes[top].y1 + EDGE_FONT * LINE_EM / 2) for k, top in top_of.items()}
+    corners = [(b.x0, b.y0) for b in span.values()] + [(b.x1, b.y1) for b in span.values()]
+    corners += [p for outline in kernels.values() for p in outline]
+    bounds = Box(min(x for x, _ in corners), max(x for x, _ in corners), min(y for _, y in corners),
+                 max(y for _, y in corners))
+    return GraphGeometry(centres={n: centres[n] for n in g.nodes}, boxes=boxes, texts=texts, routes=routes,
+                         labels=labels, kernels=kernels, titles=titles, bounds=bounds)
+
+
+def _key(x: float) -> float:
+    return round(x, 6)
+
+
+def _kernel_members(g: nx.DiGraph) -> dict[str, list]:
+    """Kernel -> its nodes and the labels of the edges between them (kernels of two or more)."""
+    nodes: dict[str, list] = {}
+    for n, d in g.nodes(data=True):
+        if d.get("group"):
+            nodes.setdefault(d["group"], []).append(n)
+    return {k: ns + [(a, b) for a, b in g.subgraph(ns).edges()] for k, ns in nodes.items() if len(ns) > 1}
+
+
+def _staircase(spans: list[Box], rows: list[int]) -> list[tuple[float, float]]:
+    """A closed outline around ``spans`` that follows each row's width (a bounding box would
+    take in the lanes of edges passing beside a kernel); rows step in the middle of their gap."""
+    band: dict[int, Box] = {}
+    for b, r in zip(spans, rows):
+        o = band.get(r, b)
+        band[r] = Box(min(o.x0, b.x0), max(o.x1, b.x1), min(o.y0, b.y0), max(o.y1, b.y1))
+    order = sorted(band)
+    steps = [(band[a].y0 + band[b].y1) / 2 for a, b in zip(order, order[1:])]
+    tops = [band[order[0]].y1 + KERNEL_PAD, *steps]
+    bottoms = [*steps, band[order[-1]].y0 - KERNEL_PAD]
+    ranks = list(zip(order, tops, bottoms))
+    right = [p for r, t, b in ranks for p in ((band[r].x1 + KERNEL_PAD, t), (band[r].x1 + KERNEL_PAD, b))]
+    left = [p for r, t, b in ranks[::-1] for p in ((band[r].x0 - KERNEL_PAD, b), (band[r].x0 - KERNEL_PAD, t))]
+    return right + left + [right[0]]
+
+
+def _columns(by_row: dict[int, list[tuple[float, _Ext]]]) -> dict[float, float]:
+    """Pixel x of each of igraph's x values: a monotone map (so what igraph aligned stays aligned)
+    in which neighbours of every row keep ``GAP_X`` between their extents. The least and the
+    greatest such positions are both feasible, so is their mean, which centres loose columns."""
+    xs = sorted({_key(x) for vs in by_row.values() for x, _ in vs})
+    need: dict[tuple[float, float], float] = {}
+    for vs in by_row.values():
+        vs = sorted(vs, key=lambda v: v[0])
+        for (xa, ea), (xb, eb) in zip(vs, vs[1:]):
+            pair = (_key(xa), _key(xb))
+            if pair[0] != pair[1]:
+                need[pair] = max(need.get(pair, 0.0), ea.right + GAP_X + eb.left)
+    lo = {xs[0]: 0.0}
+    for a, b in zip(xs, xs[1:]):
+        lo[b] = max([lo[a] + 1] + [lo[p] + d for (p, q), d in need.items() if q == b])
+    hi = {xs[-1]: lo[xs[-1]]}
+    for a, b in zip(reversed(xs[:-1]), reversed(xs[1:])):
+        hi[a] = min([hi[b] - 1] + [hi[q] - d for (p, q), d in need.items() if p == a])
+    return {x: (lo[x] + hi[x]) / 2 for x in xs}
+
+
+def _rows(by_row: dict[int, list[tuple[float, _Ext]]]) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+    """Each row's centre y (downwards from 0) and how far it reaches above and below it."""
+    y, top, bottom = {}, {}, {}
+    cursor = 0.0
+    for r in range(max(by_row) + 1):
+        vs = by_row.get(r, [])
+        top[r] = max((e.top for _, e in vs), default=0.0)
+        bottom[r] = max((e.bottom for _, e in vs), default=0.0)
+        y[r] = cursor - top[r]
+        cursor = y[r] - bottom[r] - GAP_Y
+    return y, top, bottom
+
+
+def _routes(g: nx.DiGraph, boxes: dict[str, Box], lanes: dict[tuple[str, str], list[tuple[float, float, float]]],
+            row_bottom: dict[str, float], row_top: dict[str, float]) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """Polylines: out of the source box's bottom, straight down through every row the edge
+    crosses (its lane), into the target box's top; a box with several edges spreads them over
+    ports ordered like their lanes, so they do not cross at the box. ``row_bottom`` and
+    ``row_top``: how far the row of each node reaches."""
+    ports: dict[tuple[str, str], list[float]] = {}
+    for n in g.nodes:
+        b = boxes[n]
+        for side, es, lane_x in ((0, list(g.out_edges(n)), lambda e: lanes[e][0][0]),
+                                 (1, list(g.in_edges(n)), lambda e: lanes[e][-1][0])):
+            es.sort(key=lane_x)
+            step = 0.0 if g.nodes[n]["kind"] in _DIAMONDS else min(PORT_STEP, (b.x1 - b.x0 - 16) / max(len(es), 1))
+            for i, e in enumerate(es):
+                ports.setdefault(e, [0.0, 0.0])[side] = (b.x0 + b.x1) / 2 + (i - (len(es) - 1) / 2) * step
+    routes = {}
+    for (a, b), lane in lanes.items():
+        xa, xb = ports[(a, b)]
+        pts = [(xa, boxes[a].y0), (xa, row_bottom[a] - STUB)]
+        for x, top, bottom in lane:
+            pts += [(x, top), (x, bottom)]
+        pts += [(xb, row_top[b] + STUB), (xb, boxes[b].y1)]
+        routes[(a, b)] = [p for i, p in enumerate(pts) if i == 0 or p != pts[i - 1]]
+    return routes
+
+
+########## The figure ##########
+
+#: the figure's height cap in pixels: a taller graph opens on a window of it (pan, or double-click to fit)
+VIEW_MAX = 1000
 
 
 def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), selected: str | None = None,
-                 height: int | None = None) -> go.Figure:
-    """The figure; node ``customdata`` is the node name (for click selection). Edge labels
-    (tensor, shape, layout) are drawn on small graphs; on large ones they are hover text on
-    each edge's midpoint, and only the highlighted edges keep a drawn label."""
+                 height: int | None = None, search: str = "", focus: str | None = None, collapse: bool = False,
+                 expanded: Collection[str] = ()) -> go.Figure:
+    """The figure. Node ``customdata`` is the node name (for click selection); every edge label
+    is a layout annotation; the edge traces carry ``customdata`` ``"a→b"`` on each point of the
+    edge's polyline. ``collapse`` draws each fused kernel (except those in ``expanded``) as one
+    node. The view opens on the whole graph when it fits ``height`` (default ``VIEW_MAX``) at one
+    pixel per unit, else on the part around ``focus`` (default: the first search match, else the
+    selected op)."""
     g = display_graph(graph, plan)
-    pos = _positions(g)
-    layers = 1 + int(max(x for x, _ in pos.values()))
-    fig = go.Figure()
-    _group_boxes(fig, g, pos)
+    if collapse:
+        g = collapse_kernels(g, expanded)
+    geo = graph_geometry(g)
+    layout = {"template": "plotly_white", "font": {"family": FONT}, "dragmode": "pan", "clickmode": "event+select",
+              "modebar": {"orientation": "v"},  # beside the drawing, not over the legend
+              "margin": {"l": 0, "r": 0, "t": 28, "b": 0}, "showlegend": True,
+              "legend": {"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom", "font": {"size": 10}}}
+    if not g:
+        return go.Figure(data=[], layout=layout)
+    found = _found(g, search)
+    traces = _kernel_fills(geo) + _node_boxes(g, geo) + _edge_traces(g, geo, changed) + _node_marks(g, geo, selected, found)
+    notes = [{"x": x, "y": y, "text": _kernel_title(k), "showarrow": False, "xanchor": "left", "yanchor": "middle",
+              "font": {"size": EDGE_FONT, "color": KERNEL_LINE}} for k, (x, y) in geo.titles.items()]
+    notes += [{"x": x, "y": y, "text": _edge_text(g.edges[e]), "showarrow": False, "xanchor": "left", "yanchor": "middle",
+               "align": "left", "borderpad": 1, "bgcolor": "rgba(255,255,255,0.85)",
+               "font": {"size": EDGE_FONT, "color": HOT if g.edges[e]["tensor"] in changed else "#444"}}
+              for e, (x, y) in geo.labels.items()]
+    b = geo.bounds
+    full_h = b.y1 - b.y0 + 2 * MARGIN
+    view_h = min(full_h, height or VIEW_MAX)
+    focus = next((n for n in [focus, *sorted(found), selected] if n in geo.centres), None)
+    top = b.y1 + MARGIN
+    if focus and view_h < full_h:  # open around the op the user is looking for
+        top = min(top, max(b.y0 - MARGIN + view_h, geo.centres[focus][1] + view_h / 2))
+    layout |= {
+        "height": int(view_h) + 28, "annotations": notes, "hovermode": "closest",
+        # one unit is one pixel at this zoom: the x range widens on a wide screen, never the text
+        "xaxis": {"visible": False, "range": [b.x0 - MARGIN, b.x1 + MARGIN], "constrain": "range"},
+        "yaxis": {"visible": False, "range": [top - view_h, top], "scaleanchor": "x", "scaleratio": 1},
+        "uirevision": f"{focus}",  # keep the user's pan and zoom until the focus changes
+    }
+    return go.Figure(data=traces, layout=layout)
+
+
+def _scatter(**trace: Any) -> dict:
+    """A scatter trace as a plain dict: ``go.Figure`` validates it once (a ``go.Scatter`` would be
+    validated, then copied and validated again, a third of a 150-op figure's build time)."""
+    return {"type": "scatter", **trace}
+
+
+def _found(g: nx.DiGraph, search: str) -> set[str]:
+    """The drawn ops (and collapsed kernels holding one) whose name contains ``search``."""
+    ops = [n for n, d in g.nodes(data=True) if d["kind"] not in ("output", *_DIAMONDS)]
+    return {n for n in ops if matching_ops([n, *g.nodes[n].get("members", ())], search)}
+
+
+def _polygons(rects: Iterable[Box]) -> tuple[list, list]:
+    """Closed outlines of ``rects`` as one trace's x and y (None between two)."""
+    xs, ys = [], []
+    for r in rects:
+        xs += [r.x0, r.x1, r.x1, r.x0, r.x0, None]
+        ys += [r.y0, r.y0, r.y1, r.y1, r.y0, None]
+    return xs, ys
+
+
+def _tint(colour: str, alpha: float) -> str:
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _kernel_fills(geo: GraphGeometry) -> list[dict]:
+    if not geo.kernels:
+        return []
+    xs = [x for outline in geo.kernels.values() for x in [*(p[0] for p in outline), None]]
+    ys = [y for outline in geo.kernels.values() for y in [*(p[1] for p in outline), None]]
+    return [_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=KERNEL_FILL, name="fused kernel",
+                       line={"color": KERNEL_LINE, "dash": "dot", "width": 1}, hoverinfo="skip")]
+
+
+def _node_boxes(g: nx.DiGraph, geo: GraphGeometry) -> list[dict]:
+    """A filled box per node, one trace per kind (its legend entry); diamonds are markers."""
+    out = []
+    for kind, colour in KIND_COLOURS.items():
+        nodes = [n for n, d in g.nodes(data=True) if d["kind"] == kind and kind not in _DIAMONDS]
+        if nodes:
+            xs, ys = _polygons(geo.boxes[n] for n in nodes)
+            out.append(_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=_tint(colour, 0.18), name=kind,
+                                  legendgroup=kind, line={"color": colour, "width": 1.5}, hoverinfo="skip"))
+    return out
+
+
+def _edge_traces(g: nx.DiGraph, geo: GraphGeometry, changed: Collection[str]) -> list[dict]:
+    """The edges' polylines and arrowheads, plain and highlighted, and an invisible hover point on
+    each label (the stored shape)."""
+    out = []
     for hot in (False, True):
-        xs, ys = [], []
-        for a, b, d in g.edges(data=True):
-            if (d["tensor"] in changed) == hot:
-                xs += [pos[a][0], pos[b][0], None]
-                ys += [pos[a][1], pos[b][1], None]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=hot and bool(xs),
-                                 name="took the new layout" if hot else "tensor",
-                                 line={"color": "#ff7f0e" if hot else "#999", "width": 4 if hot else 1.5}))
-    notes = list(fig.layout.annotations)  # the group labels; one add per figure keeps big graphs fast
-    for a, b, d in g.edges(data=True):
-        if layers > LABEL_LAYERS and d["tensor"] not in changed:
+        xs, ys, ids, tips = [], [], [], []
+        for e, pts in geo.routes.items():
+            if (g.edges[e]["tensor"] in changed) != hot:
+                continue
+            xs += [x for x, _ in pts] + [None]
+            ys += [y for _, y in pts] + [None]
+            ids += [f"{e[0]}→{e[1]}"] * len(pts) + [None]
+            tips.append(pts[-1])
+        if not xs:
             continue
-        notes.append({"x": (pos[a][0] + pos[b][0]) / 2, "y": (pos[a][1] + pos[b][1]) / 2, "showarrow": False,
-                      "text": f"{d['tensor']} {d['shape']}<br>[{d['layout']}]", "yshift": 14,
-                      "font": {"size": 10, "color": "#e6550d" if d["tensor"] in changed else "#444"},
-                      "bgcolor": "rgba(255,255,255,0.7)"})
-    for a, b in g.edges():
-        notes.append({"x": pos[b][0], "y": pos[b][1], "ax": pos[a][0], "ay": pos[a][1], "xref": "x", "yref": "y",
-                      "axref": "x", "ayref": "y", "showarrow": True, "arrowhead": 2, "arrowsize": 1.2,
-                      "arrowcolor": "#999", "standoff": 14, "text": ""})
-    fig.update_layout(annotations=notes)
-    edges = list(g.edges(data=True))
-    fig.add_trace(go.Scatter(x=[(pos[a][0] + pos[b][0]) / 2 for a, b, _ in edges],
-                             y=[(pos[a][1] + pos[b][1]) / 2 for a, b, _ in edges], mode="markers",
-                             marker={"size": 10, "color": "rgba(0,0,0,0)"}, showlegend=False, hoverinfo="text",
-                             hovertext=[f"<b>{d['tensor']}</b> {d['shape']}<br>stored [{d['layout']}] {d['stored']}"
-                                        for _, _, d in edges]))
+        colour, width = (HOT, 3.5) if hot else ("#8c8c8c", 1.3)
+        name = "took the new layout" if hot else "tensor"
+        out.append(_scatter(x=xs, y=ys, customdata=ids, mode="lines", name=name, legendgroup=name, showlegend=hot,
+                              hoverinfo="skip", line={"color": colour, "width": width}))
+        out.append(_scatter(x=[x for x, _ in tips], y=[y + 4 for _, y in tips], mode="markers", legendgroup=name,
+                              showlegend=False, hoverinfo="skip",
+                              marker={"symbol": "triangle-down", "size": 7 + width, "color": colour}))
+    labels = list(geo.labels.items())
+    out.append(_scatter(x=[x + 20 for _, (x, _) in labels], y=[y for _, (_, y) in labels], mode="markers",
+                          marker={"size": 14, "color": "rgba(0,0,0,0)"}, showlegend=False, hoverinfo="text",
+                          hovertext=[f"<b>{g.edges[e]['tensor']}</b> {g.edges[e]['shape']}<br>stored "
+                                     f"[{g.edges[e]['layout']}] {g.edges[e]['stored']}" for e, _ in labels]))
+    return out
+
+
+def _node_marks(g: nx.DiGraph, geo: GraphGeometry, selected: str | None, found: set[str]) -> list[dict]:
+    """Click targets with hover text (invisible squares over boxes; the diamonds themselves), the
+    node texts, and outlines of the selected op and of the search matches."""
+    keep = {"marker": {"opacity": 1}}  # a click selects one point: do not fade the others
+    out = []
     for kind, colour in KIND_COLOURS.items():
         nodes = [n for n, d in g.nodes(data=True) if d["kind"] == kind]
         if not nodes:
             continue
-        fig.add_trace(go.Scatter(
-            x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=kind,
-            text=[g.nodes[n]["label"] for n in nodes], textposition="bottom center", customdata=nodes,
-            hovertext=[g.nodes[n]["hover"] for n in nodes], hoverinfo="text",
-            marker={"size": 26 if kind == "complex" else 20, "color": colour, "symbol": _SYMBOLS.get(kind, "circle"),
-                    "line": {"width": [4 if n == selected else 1 for n in nodes],
-                             "color": ["#000" if n == selected else "#fff" for n in nodes]}}))
-    ys = [y for _, y in pos.values()]
-    half = (max(ys) - min(ys)) / 2 + 0.8  # a one-row graph stays flat
-    fig.update_layout(height=height or int(220 + 120 * (max(ys) - min(ys))), template="plotly_white",
-                      clickmode="event+select", dragmode="pan",
-                      xaxis={"visible": False, "range": [-0.6, layers - 0.4]},
-                      yaxis={"visible": False, "range": [-half, half]},
-                      legend={"orientation": "h", "y": -0.05}, margin={"l": 10, "r": 10, "t": 10, "b": 10})
-    return fig
-
-
-def _group_boxes(fig: go.Figure, g: nx.DiGraph, pos: dict[str, tuple[float, float]]) -> None:
-    """A shaded box behind each fused kernel of two or more ops."""
-    groups: dict[str, list[str]] = {}
-    for n, d in g.nodes(data=True):
-        if d.get("group"):
-            groups.setdefault(d["group"], []).append(n)
-    shapes, notes = [], []
-    for name, members in groups.items():
-        if len(members) < 2:
-            continue
-        xs, ys = [pos[n][0] for n in members], [pos[n][1] for n in members]
-        pad = 0.3
-        shapes.append({"type": "rect", "x0": min(xs) - pad, "x1": max(xs) + pad, "y0": min(ys) - pad,
-                       "y1": max(ys) + pad, "fillcolor": _GROUP_FILL, "layer": "below",
-                       "line": {"color": "rgba(31,119,180,0.4)", "dash": "dot"}})
-        notes.append({"x": (min(xs) + max(xs)) / 2, "y": max(ys) + pad, "text": f"kernel {name}",
-                      "showarrow": False, "yshift": 8, "font": {"size": 10, "color": "#1f77b4"}})
-    fig.update_layout(shapes=shapes, annotations=notes)
+        diamond = kind in _DIAMONDS
+        sizes = [DIAMOND if diamond else min(geo.boxes[n].y1 - geo.boxes[n].y0, geo.boxes[n].x1 - geo.boxes[n].x0)
+                 for n in nodes]
+        out.append(_scatter(
+            x=[geo.centres[n][0] for n in nodes], y=[geo.centres[n][1] for n in nodes], mode="markers", name=kind,
+            legendgroup=kind, showlegend=diamond, customdata=nodes, hovertext=[g.nodes[n]["hover"] for n in nodes],
+            hoverinfo="text", unselected=keep, selected=keep,
+            marker={"size": sizes, "symbol": _SYMBOLS.get(kind, "square"), "color": colour if diamond else "rgba(0,0,0,0)",
+                    "line": {"width": 2 if diamond else 0, "color": colour}}))
+    nodes = list(g.nodes)
+    out.append(_scatter(x=[geo.texts[n][0] for n in nodes], y=[geo.texts[n][1] for n in nodes], mode="text",
+                          text=[_node_text(g.nodes[n]) for n in nodes], customdata=nodes, showlegend=False, hoverinfo="skip",
+                          unselected={"textfont": {"color": "#222"}},
+                          textposition=["middle right" if g.nodes[n]["kind"] in _DIAMONDS else "middle center" for n in nodes],
+                          textfont={"size": NODE_FONT, "color": "#222"}))
+    # a selected op inside a collapsed kernel outlines the kernel
+    holder = [n for n, d in g.nodes(data=True) if selected in d.get("members", ())]
+    for name, colour, width, picked in (("search match", FOUND, 4, sorted(found)),
+                                        ("selected", "#000", 2.5, [selected, *holder])):
+        boxes = [geo.boxes[n] for n in picked if n in geo.boxes]
+        if boxes:
+            xs, ys = _polygons(Box(b.x0 - 3, b.x1 + 3, b.y0 - 3, b.y1 + 3) for b in boxes)
+            out.append(_scatter(x=xs, y=ys, mode="lines", name=name, hoverinfo="skip", line={"color": colour, "width": width}))
+    return out

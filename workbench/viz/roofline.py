@@ -3,7 +3,8 @@
 Variants of the same kernel share a colour (one legend group per kernel) and differ by symbol,
 so a layout change shows as a marker moving right (more reuse) and up (faster). The libraries'
 GEMM measured with the ceilings (``Ceilings.library``) is drawn as labelled reference stars: a
-yardstick of what this machine reaches with a vendor kernel.
+yardstick of what this machine reaches with a vendor kernel. A kernel above its roof says why
+on hover (``RooflinePoint.roof_note``: its buffers fit a cache).
 """
 
 from __future__ import annotations
@@ -48,12 +49,14 @@ def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
     variants = list(dict.fromkeys(p.variant for p in shown))
     for p in shown:
         colour = _COLOURS[kernels.index(p.kernel) % len(_COLOURS)]
+        note = p.roof_note(ceilings)  # over 100%: why (its data sits in a cache)
         fig.add_trace(go.Scatter(
             x=[p.intensity], y=[p.gflops], mode="markers", name=f"{p.kernel} · {p.variant}" if p.variant else p.kernel,
             legendgroup=p.kernel, marker={"color": colour, "size": 13, "line": {"width": 1, "color": "#fff"},
                                           "symbol": _SYMBOLS[variants.index(p.variant) % len(_SYMBOLS)]},
             hovertemplate=(f"<b>{p.kernel}</b> {p.variant}<br>%{{x:.2f}} FLOP/byte<br>%{{y:.2f}} GFLOP/s<br>"
-                           f"{p.percent_of_roof(ceilings):.1f}% of the {p.bound(ceilings)} roof<extra></extra>")))
+                           f"{p.percent_of_roof(ceilings):.1f}% of the {p.bound(ceilings)} roof"
+                           + (f"<br>{note}" if note else "") + "<extra></extra>")))
     for y in refs:
         fig.add_trace(go.Scatter(
             x=[y.intensity], y=[y.gflops], mode="markers+text", name=f"{y.label} (library)", legendgroup="library",

@@ -8,7 +8,8 @@
 build or run (such a candidate is skipped and tuning goes on); ``predicted`` is the latency the
 XGBoost model expected for the candidate before it was measured (null until the model has its
 warm-up samples); ``best_ms`` is the task's best latency so far. The app and the CLI read the
-file with ``read_progress`` while a tuning appends to it.
+file with ``read_progress`` while a tuning appends to it, and show ``summarize_progress``: each
+task's best and their sum (never the minimum over all tasks, which is a pad's or a conversion's).
 """
 
 from __future__ import annotations
@@ -16,15 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from .records import latency_ms, plain, short_error
 
-__all__ = ["read_progress", "repair_jsonl", "ProgressWriter"]
+__all__ = ["read_progress", "repair_jsonl", "ProgressWriter", "TaskBest", "ProgressSummary", "summarize_progress"]
 
 
 def repair_jsonl(path: Path) -> None:
@@ -59,6 +61,109 @@ def read_progress(path: str | Path) -> list[dict]:
         if isinstance(row, dict):
             rows.append(row)
     return rows
+
+
+########## Summary: best per task, and their sum ##########
+
+@dataclass(frozen=True)
+class TaskBest:
+    """One task's measurements so far; ``best_ms`` is None until one succeeded."""
+
+    task: str
+    best_ms: float | None
+    measurements: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class ProgressSummary:
+    """Each task's best latency so far, in the order the tasks were first measured (then the
+    expected tasks not measured yet), and the sum of those bests.
+
+    The sum is the program's latency as the tuning stands (its kernels run one after another)
+    only when every kernel is a task and has a result: ``complete`` says so, ``pending`` names
+    the tasks without a result yet. For the joint stage the tasks are the complex ops only, and
+    a task's best may come from any layout candidate (its conversions are not in it).
+    """
+
+    tasks: tuple[TaskBest, ...]
+
+    @property
+    def measurements(self) -> int:
+        return sum(t.measurements for t in self.tasks)
+
+    @property
+    def failed(self) -> int:
+        return sum(t.failed for t in self.tasks)
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        return tuple(t.task for t in self.tasks if t.best_ms is None)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.tasks) and not self.pending
+
+    @property
+    def sum_ms(self) -> float | None:
+        """The sum over the tasks with a result of their best latency (None when none has one)."""
+        bests = [t.best_ms for t in self.tasks if t.best_ms is not None]
+        return sum(bests) if bests else None
+
+    def headline(self) -> str:
+        """One line for a status bar: the sum, over how many tasks, and which have no result.
+
+        >>> rows = [{"task": "pad", "latency_ms": 0.01}, {"task": "conv", "latency_ms": 2.0},
+        ...         {"task": "conv", "latency_ms": 1.5}]
+        >>> print(summarize_progress(rows).headline())
+        best per task summed: 1.5100 ms over 2 tasks (conv 1.5000, pad 0.0100)
+        >>> print(summarize_progress(rows, tasks=["pad", "conv", "relu"]).headline())
+        best per task summed: 1.5100 ms over 2 tasks (conv 1.5000, pad 0.0100); 1 of 3 tasks without a result yet
+        >>> print(summarize_progress([]).headline())
+        no result yet
+        """
+        if self.sum_ms is None:
+            return "no result yet"
+        done = [t for t in self.tasks if t.best_ms is not None]
+        top = sorted(done, key=lambda t: -(t.best_ms or 0.0))[:_HEADLINE_TASKS]  # the costliest say most
+        text = (f"best per task summed: {self.sum_ms:.4f} ms over {len(done)} task{'s' * (len(done) > 1)} ("
+                + ", ".join(f"{t.task} {t.best_ms:.4f}" for t in top) + ", ..." * (len(done) > len(top)) + ")")
+        if self.pending:
+            text += f"; {len(self.pending)} of {len(self.tasks)} tasks without a result yet"
+        return text
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per task (a table): task, best ms, measurements, failed."""
+        return [{"task": t.task, "best ms": t.best_ms, "measurements": t.measurements, "failed": t.failed}
+                for t in self.tasks]
+
+
+#: tasks a headline names (the rest are in ``rows``)
+_HEADLINE_TASKS = 3
+
+
+def summarize_progress(rows: Iterable[Mapping[str, Any]], tasks: Sequence[str] = ()) -> ProgressSummary:
+    """Best latency per task (the minimum of its lines' ``latency_ms`` and ``best_ms``, the latter
+    covering records an earlier run measured) and their sum; ``tasks`` are the tasks the tuning
+    will measure, so that those without any line yet count as pending.
+
+    >>> s = summarize_progress([{"task": "mm", "latency_ms": None, "best_ms": None},
+    ...                         {"task": "mm", "latency_ms": 0.2, "best_ms": 0.2},
+    ...                         {"task": "pad", "latency_ms": None, "best_ms": 0.05}])
+    >>> [(t.task, t.best_ms, t.measurements, t.failed) for t in s.tasks], s.sum_ms, s.complete
+    ([('mm', 0.2, 2, 1), ('pad', 0.05, 1, 1)], 0.25, True)
+    """
+    best: dict[str, float | None] = {str(t): None for t in tasks}
+    counts: dict[str, list[int]] = {}
+    for r in rows:
+        task = str(r.get("task"))
+        n = counts.setdefault(task, [0, 0])
+        n[0] += 1
+        n[1] += r.get("latency_ms") is None
+        seen = [v for v in (r.get("latency_ms"), r.get("best_ms"), best.get(task)) if v is not None]
+        best[task] = min(seen) if seen else None
+    order = [*counts, *(t for t in best if t not in counts)]  # measured first, in the order measured
+    return ProgressSummary(tuple(TaskBest(t, best[t], *counts.get(t, (0, 0))) for t in order))
 
 
 def _trace_id(trace_json: Any) -> str:
