@@ -72,6 +72,8 @@ def test_replay_writes_kernels_program_and_report(tmp_path):
     assert (tmp_path / "kernels.so").stat().st_size > 0
     assert "def conv(" in (tmp_path / "program.py").read_text()
     assert "conv" in res.stdout and "ok: True" in res.stdout
+    total = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith("total:"))
+    assert f"{report['total_ms']:.4f} ms median (min {report['total_min_ms']:.4f}, spread" in total
 
 
 def test_export_writes_the_database_session_and_manifest(tmp_path):

@@ -59,7 +59,9 @@ def cmd_replay(a: argparse.Namespace) -> int:
     for k in report.kernels:
         print(f"{k['name']:>28}: {k['latency_ms']:9.4f} ms median (min {k['min_ms']:.4f}, spread {k['spread_ms']:.4f} "
               f"over {k['repeats']} runs{', NOISY' if k['noisy'] else ''})  {k['gflops']:8.2f} GFLOP/s")
-    print(f"{'total':>28}: {report.total_ms:9.4f} ms; max abs error {report.max_abs_error:.2e}, "
+    print(f"{'total':>28}: {report.total_ms:9.4f} ms median (min {report.total_min_ms:.4f}, spread "
+          f"{report.total_spread_ms:.4f} over {report.repeats} runs{', NOISY' if report.noisy else ''}); "
+          f"max abs error {report.max_abs_error:.2e}, "
           f"max rel error {report.max_rel_error:.2e}; ok: {report.ok}; written to {out}")
     if not report.ok:
         print(f"error: outputs differ from the reference (max relative error {report.max_rel_error:.2e}); "

@@ -215,19 +215,22 @@ def measure_current(st_state: State) -> None:
             return
         label = _label(st_state.session)
         v, total, previous = m.verification, m.total, (variants() or [None])[-1]
+        noisy = any(t.stats.noisy for t in m.timings)
         vs = compare(total, Stats(previous["total_ms"], previous["total_min_ms"], previous["total_max_ms"],
                                   previous["repeats"])) if previous and "total_min_ms" in previous else ""
         st.session_state.variants.append({
             "variant": label, "session": st_state.session.key(), "actions": len(st_state.session.steps),
             "total_ms": total.median_ms, "total_min_ms": total.min_ms, "total_max_ms": total.max_ms,
-            "repeats": total.repeats, "noisy": any(t.stats.noisy for t in m.timings), "vs previous": vs,
+            "repeats": total.repeats, "noisy": "noisy" if noisy else "",
+            "vs previous": vs,
             **{f"{t.name} ms": t.latency_ms for t in m.timings},
             "max_abs_error": v.max_abs_error, "max_rel_error": v.max_rel_error, "matches_reference": v.ok})
         st.session_state.timings[label] = {t.name: t.latency_ms for t in m.timings}
         st.session_state.points += program_points(prog, st.session_state.timings[label], label)
         st.session_state.last_measure = {
             "label": label, "session": st_state.session.key(), "ok": v.ok, "total_ms": m.total_ms,
-            "err": v.max_abs_error,
+            "err": v.max_abs_error, "spread": f"min {total.min_ms:.3f}, spread {total.max_ms - total.min_ms:.3f} ms "
+                                              f"over {total.repeats} runs{', noisy' if noisy else ''}",
             "kernels": [t.row() for t in m.timings]}
         status.update(label=f"{label}: {m.total_ms:.3f} ms, "
                             f"{'matches the reference' if v.ok else 'DOES NOT match the reference'}", state="complete")
@@ -242,7 +245,8 @@ def show_measurements() -> None:
                    "again to see this one's latency.")
     elif res:
         a, b, c = st.columns(3)
-        a.metric(f"Program latency ({res['label']})", f"{res['total_ms']:.3f} ms")
+        a.metric(f"Program latency ({res['label']})", f"{res['total_ms']:.3f} ms", help="median of the kernels' "
+                 "medians", delta=res.get("spread"), delta_color="off")
         b.metric("Max abs error", f"{res['err']:.2e}")
         c.metric("Check", "matches reference" if res["ok"] else "MISMATCH")
         st.dataframe(pd.DataFrame(res["kernels"]), hide_index=True, width="stretch", key="last_kernels")
