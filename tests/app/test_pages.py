@@ -275,6 +275,10 @@ def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp
     charts = {c.key: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
     roof = charts["roofline"]
     assert any(t.get("name", "").startswith("conv") for t in roof["data"])  # the measured conv is on it
+    rates = next(d.value for d in at.get("dataframe") if "% of copy" in d.value.columns)
+    assert rates["kernel"].str.startswith("convert_").all() and (rates["GB/s"] > 0).all()
+    assert rates["% of copy"].tolist() == pytest.approx((rates["GB/s"] / rates["GB/s"].iloc[0]
+                                                         * rates["% of copy"].iloc[0]).tolist(), rel=1e-2)
     assert at.selectbox(key="profile_kernel").value == "conv"
     at.selectbox(key="profile_compare").set_value("plain").run()
     misses = json.loads(next(c for c in at.get("plotly_chart") if c.key == "misses").proto.spec)

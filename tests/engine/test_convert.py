@@ -1,15 +1,20 @@
 """Analytic schedules of layout-conversion kernels (``expert.convert``): every conversion kernel
-(split, reorder, fuse, unfold with halos, pad and their inverses, odd sizes) scheduled with
-``conversion_steps`` writes what the reference says, and the steps apply to every conversion
-kernel of every zoo model under every preset. No timing is asserted here."""
+(split, reorder, fuse, unfold with halos, pad and their inverses, ALT's tiled conv layouts, odd
+sizes) scheduled with ``conversion_steps`` writes what the reference says, and the steps apply to
+every conversion kernel of every zoo model under every preset; the loop orders the model picks
+for ALT's layouts (on fixed caches); ``conversions.conversion_rates``. No timing is asserted."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from tvm import tirx
+from tvm.sym.analyzer import Analyzer
 
 from workbench.engine import zoo
+from workbench.engine.conversions import ConversionRate, conversion_rates
 from workbench.engine.errors import LayoutError, LoopError
+from workbench.engine.expert import convert
 from workbench.engine.expert.convert import conversion_steps
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.book import LayoutBook
@@ -161,3 +166,159 @@ def test_the_steps_apply_to_every_conversion_kernel_of_every_zoo_model_under_eve
             assert list_loops(sch, k.name)[-1].kind == "vectorized", (model, preset, target, k.name)
             count += 1
     assert count > 20
+
+
+########## ALT's tiled layouts ##########
+
+def _conv(shape, out=8, k=3, stride=1, padding=1):
+    """data -> conv: ALT's tiled layout on the conv converts its input (unfolded, with halos and
+    padding) and its output, the graph's, back to NCHW (through the padded tiles when the tiles
+    do not divide the output)."""
+    b = GraphBuilder("alt")
+    x = b.input("data", shape)
+    b.op("conv", "conv2d", x, b.const("conv.weight", (out, shape[1], k, k)), stride=stride, padding=padding)
+    return b.build()
+
+
+ALT_CASES = {  # graph args, preset params
+    "3x3, tiles 4 (odd sizes)": (((1, 7, 9, 11),), {}),
+    "3x3, tiles 4x16, whole tiles": (((1, 32, 8, 32), 32), {"tiles": [4, 16]}),
+    "3x3, tiles 4x16, partial tiles": (((2, 20, 9, 37), 24), {"tiles": [4, 16]}),
+    "1x1 stride 2": (((1, 16, 14, 18), 16, 1, 2, 0), {}),
+    "7x7 stride 2, 3 channels (a stem)": (((2, 3, 30, 26), 16, 7, 2, 3), {}),
+}
+
+
+@pytest.mark.parametrize("name", list(ALT_CASES))
+def test_alt_tiled_conversions_match_the_reference(name):
+    args, params = ALT_CASES[name]
+    g = _conv(*args)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", **params))
+    convs = _scheduled_matches(g, book, AVX2)
+    assert {"convert_data_conv", "convert_conv_out"} <= {k.name for k in convs}  # the unfold, the way back
+
+
+@pytest.fixture
+def caches(monkeypatch):
+    """The order model on fixed caches (32 KiB L1, 512 KiB L2, 64 B lines): the orders below
+    do not depend on the machine the tests run on."""
+    monkeypatch.setattr(convert, "cache_info", lambda: ({"L1d": 32 << 10, "L2": 512 << 10, "L3": 32 << 20}, 64, ""))
+    monkeypatch.setattr(convert.mmap, "PAGESIZE", 4096)
+
+
+def _alt_kernels(shape, tiles):
+    g = _conv(shape, 16)
+    prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=tiles)))
+    unfold, back = _conversion_kernels(prog)
+    return prog, unfold.name, back.name
+
+
+def _scheduled_loops(prog, kernel, target=AVX2):
+    steps = conversion_steps(prog.funcs[kernel], kernel, target)
+    return steps, list_loops(apply_steps(prog.funcs[kernel], steps), kernel)
+
+
+def test_the_tiled_output_is_read_a_source_tile_at_a_time(caches):
+    """N(H/4)(W/16)(C/16)4x16x16 -> NCHW: W is split where the source's 16-wide tiles start, and
+    the innermost loops are a 16x16 transpose that writes each channel's line whole (16 W: two
+    AVX2 vectors) while it reads the tile's 16 source lines."""
+    prog, _, back = _alt_kernels((1, 16, 16, 64), [4, 16])
+    steps, loops = _scheduled_loops(prog, back)
+    assert any(s.primitive == "split" and s.get("loop") == "i3" and s.get("factors")[1:] == [2, 8] for s in steps)
+    assert [lp.extent for lp in loops[-3:]] == [16, 2, 8] and loops[-1].kind == "vectorized"
+    assert loops[-3].name.startswith("i1")  # the channels, outside the 16 W of a line
+    assert loops[0].kind == "parallel"
+
+
+def test_the_unfold_reads_whole_rows_of_half_the_channels(caches):
+    """NCHW -> N(H/4)(W/16)(C/16)6x18x16 (halos): each output tile row reads 18 input elements
+    of 16 channel rows. The 8 channels of a vector are gathered along whole input rows (the
+    column tiles, halos and all, inside the row loop), the other 8 channels after them: 8 read
+    streams at a time, each a whole row long."""
+    prog, unfold, _ = _alt_kernels((1, 64, 16, 112), [4, 16])
+    steps, loops = _scheduled_loops(prog, unfold)
+    # loops: i1 H.t, i2 W.t, i3 C.o, i4 H.w, i5 W.w, i6 C.i (split by the lanes)
+    order = next(s for s in steps if s.primitive == "reorder").get("loops")
+    assert order[-3:] == ["i2", "i5", "i6_1"] and loops[-1].extent == 8
+    assert order.index("i6_0") < order.index("i4") < order.index("i2")
+
+
+def test_a_transpose_gathers_no_more_channels_than_an_l1_set_holds(caches):
+    """NCHW -> NCHW16c with channel planes a multiple of the page apart: the 16 channels' lines
+    at one W share an L1 set (8 ways), so the tile gathers 8 channels along 16 W (the source's
+    line) before the other 8, instead of all 16 channels at each W."""
+    g = _graph((1, 32, 32, 128))  # a plane: 4096 elements (16 KiB)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "data", factor=16))
+    prog = make_program(g, book)
+    (k,) = _conversion_kernels(prog)
+    _, loops = _scheduled_loops(prog, k.name)
+    assert [lp.extent for lp in loops[-2:]] == [16, 8]  # W.i under C.i's vector
+    assert loops[-2].name.startswith("i3")
+
+
+@pytest.mark.parametrize("extents, run", [((29, 13, 13, 3), (1, 3)), ((9, 11, 4), (1, 4)), ((9, 10, 4), (2, 8)),
+                                          ((5, 2, 2, 2), (3, 8))])
+def test_the_vector_run_fuses_only_across_power_of_two_extents(extents, run):
+    """Fused across a loop of 3 (channels of an image), every lane divides by 3 and 13: the
+    fused unfold ran 13x slower than a 3-wide vector."""
+    assert convert._vector_run(extents, 8) == run
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_the_order_model_reads_the_kernels_own_addresses(name):
+    """``_Access.offsets`` (NumPy) agrees with TVM's arithmetic on the kernel's index
+    expressions at random points, for every kind of conversion and its inverse."""
+    g = _graph(ODD)
+    book = LayoutBook()
+    for prim, args in LAYOUTS[name]:
+        book = apply_layout(g, book, "data", prim, args)
+        book = apply_layout(g, book, "relu2", prim, args)
+    prog = make_program(g, book)
+    rng = np.random.default_rng(0)
+    for k in _conversion_kernels(prog):
+        func = prog.funcs[k.name]
+        loops = list_loops(func, k.name)
+        access = convert._Access.of(func, k.name, loops)
+        assert access is not None
+        points = rng.integers(0, [lp.extent for lp in loops], size=(20, len(loops)))
+        src, dst = access.offsets([points[:, j] for j in range(len(loops))])
+        realize = convert._realize(func, k.name)
+        for p, got_src, got_dst in zip(points, src, dst):
+            ana = Analyzer()
+            for iv, x in zip(realize.block.iter_vars, p):
+                ana.bind(iv.var, int(x))
+            flat = 0
+            for i, n in zip(access.src, access.src_shape):
+                flat = flat * n + i
+            want = ana.simplify(flat)
+            assert isinstance(want, tirx.IntImm) and int(want.value) == got_src, (k.name, p)
+            assert got_dst == np.ravel_multi_index(p, access.dst_shape)
+
+
+########## conversions.conversion_rates ##########
+
+def test_conversion_rates_count_the_bytes_read_and_written():
+    """data (1x7x9x11) -> NCHW4c (1x2x9x11x4, one channel of padding): 693 elements read, 792
+    written; GB/s = bytes / time, against the copy bandwidth given."""
+    g = _graph(ODD)
+    prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "data", factor=4)))
+    (k,) = _conversion_kernels(prog)
+    timings = {name: 0.002 for name in prog.funcs}
+    (rate,) = conversion_rates(prog, timings, copy_gbs=10.0)
+    assert rate == ConversionRate(k.name, (693 + 792) * 4, 0.002, (693 + 792) * 4 / 0.002e-3 / 1e9,
+                                  100 * (693 + 792) * 4 / 0.002e-3 / 1e9 / 10.0)
+    assert rate.gbs == pytest.approx(2.97) and rate.percent_of_copy == pytest.approx(29.7)
+
+
+def test_conversion_rates_count_an_unfolds_halos_as_written():
+    """The unfolded input of ALT's tiled conv holds each halo element twice: the kernel writes
+    them all; only stand-alone conversions are listed, the conv kernel is not."""
+    g = _conv((1, 7, 9, 11))
+    prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv")))
+    timings = {name: 1.0 for name in prog.funcs}
+    rates = conversion_rates(prog, timings, copy_gbs=1.0)
+    assert [r.name for r in rates] == [k.name for k in _conversion_kernels(prog)]
+    unfold = prog.plan.buffers[_conversion_kernels(prog)[0].outputs[0]].layout.shape
+    assert rates[0].bytes == (1 * 7 * 9 * 11 + int(np.prod(unfold))) * 4
+    assert int(np.prod(unfold)) > 7 * 11 * 11  # the padded input, halos duplicated
+    assert conversion_rates(prog, {"conv": 1.0}, copy_gbs=1.0) == []  # untimed

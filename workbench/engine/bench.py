@@ -38,6 +38,7 @@ from .book import LayoutBook
 from .keys import apply_actions
 from .program import Built, make_program
 from .ceilings import get_ceilings
+from .conversions import ConversionRate, conversion_rates
 from .targets import cpu_name
 from .timing import NOISE
 from .tuning.joint import joint_tune
@@ -60,6 +61,7 @@ TITLES = {"workload": "workload", "op": "op", "budget": "budget", "metaschedule_
           "expert_vs_torch": "expert vs PyTorch", "pct_peak": "joint % of peak",
           "joint_with_conversions_vs_metaschedule": "joint+conversions vs MetaSchedule",
           "joint_s_per_measurement": "joint s / measurement",
+          "joint_conversions_gbs": "conversions GB/s", "joint_conversions_pct_copy": "conversions % of copy",
           "metaschedule_tuning_ms": "MetaSchedule ms (tuning)",
           "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule spread",
           "joint_spread": "joint spread", "expert_spread": "expert spread", "torch_spread": "PyTorch spread",
@@ -105,6 +107,8 @@ class BenchRow:
     flops: int = 0  # the op's useful FLOPs
     peak_gflops: float | None = None  # the machine's measured FMA peak (ceilings)
     joint_s_per_measurement: float | None = None  # the joint tuner's wall time / its measurements
+    joint_conversions_gbs: float | None = None  # their bytes / their time (None: no conversion)
+    joint_conversions_pct_copy: float | None = None  # that rate against the machine's STREAM copy
 
     @property
     def pct_peak(self) -> float | None:
@@ -227,9 +231,10 @@ def kernel_timer(built: Built, op: str, values: dict[str, np.ndarray], min_ms: f
     return lambda: float(ev(*args).results[0]) * 1e3
 
 
-def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) -> tuple[Built, bool, float]:
+def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict
+           ) -> tuple[Built, bool, list[ConversionRate]]:
     """Build the whole program with the tuned kernel (``trace``; None: the op's expert
-    schedule), check it, and time its conversions."""
+    schedule), check it, and time its conversions (their rates against the machine's copy)."""
     from .expert import expert_steps
     from .loops import apply_steps, apply_trace_json
 
@@ -239,8 +244,8 @@ def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) ->
     prog = prog.with_funcs({op: sch.mod["main"]})
     built = prog.build(target)
     ok = built.verify().ok
-    conv = [t.latency_ms for t in built.time(repeat=3, min_ms=5) if t.name != op]
-    return built, ok, (sum(conv) if conv else 0.0)
+    latencies = {t.name: t.latency_ms for t in built.time(repeat=3, min_ms=5) if t.name != op}
+    return built, ok, conversion_rates(prog, latencies, get_ceilings(target).copy_gbs)
 
 
 def _remeasured_fields(got: Mapping[str, Remeasured], rounds: int) -> dict[str, Any]:
@@ -285,7 +290,10 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
                                     search=search))
         per_measurement = (time.perf_counter() - started) / max(jr.measurements, 1)
         book = apply_actions(graph, LayoutBook(), jr.best.actions(graph, op))
-        built_b, ok_b, conv_ms = _tuned(graph, book, op, jr.trace, target)
+        built_b, ok_b, rates = _tuned(graph, book, op, jr.trace, target)
+        moved, conv_ms = sum(r.bytes for r in rates), sum(r.latency_ms for r in rates)
+        copy = get_ceilings(target).copy_gbs
+        conv_gbs = moved / (conv_ms * 1e6) if conv_ms > 0 else None
         timers["joint"] = kernel_timer(built_b, op, values)
         built_e, ok_e, _ = _tuned(graph, LayoutBook(), op, None, target)
         timers["expert"] = kernel_timer(built_e, op, values)
@@ -297,6 +305,8 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
         rows.append(BenchRow(w.name, w.op, budget, joint_layout=jr.best.label, joint_conversions_ms=conv_ms,
                              verified=bool(ok_a and ok_b and ok_e), date=date, machine=machine,
                              flops=int(graph.flops(op)), peak_gflops=peak, joint_s_per_measurement=per_measurement,
+                             joint_conversions_gbs=conv_gbs,
+                             joint_conversions_pct_copy=100 * conv_gbs / copy if conv_gbs else None,
                              metaschedule_tuning_ms=ms_res.best_ms, joint_tuning_ms=jr.best_ms,
                              **_remeasured_fields(got, rounds)))
         write_results(rows, out_dir)  # after each workload: a stopped run keeps what it measured

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine.ceilings import get_ceilings
+from workbench.engine.conversions import conversion_rates
 from workbench.engine.counters import EVENTS
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.roofline import program_points
@@ -62,6 +63,15 @@ if timings:
         st.caption(f"{len(over)} above 100% of their roof, which is no error: see *note*. The roof drawn is DRAM's "
                    "(STREAM); a kernel whose buffers fit a cache (*buffers fit*) is timed warm, and this machine's "
                    "per-cache bandwidth is not measured.")
+    last = st.session_state.get("last_measure")
+    if last and _state.current_revision(last) and last["label"] in timings:
+        rates = conversion_rates(state.scheduled_program(), timings[last["label"]], c.copy_gbs)
+        if rates:
+            st.markdown(f"**Layout conversions** of *{last['label']}*: bytes read and written against this "
+                        f"machine's STREAM copy ({c.copy_gbs:.1f} GB/s)")
+            st.dataframe(pd.DataFrame([{"kernel": r.name, "MB": r.bytes / 1e6, "ms": r.latency_ms, "GB/s": r.gbs,
+                                        "% of copy": r.percent_of_copy} for r in rates]).round(3),
+                         hide_index=True, width="stretch", key="conversion_rates")
 else:
     st.info("No variant measured yet: measure the current session here or on the Loops page; every measured "
             "variant shows on the bars and the roofline, so layouts and schedules compare on one chart.")

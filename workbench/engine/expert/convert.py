@@ -5,15 +5,27 @@ nothing, so its schedule aims at the copy bandwidth (STREAM's copy, ``ceilings.c
 steps, from the kernel's single block (its loops run over the destination's stored shape):
 
 - **vector**: the destination's contiguous run (the innermost loops, fused while their product
-  is not a multiple of the target's vector lanes) is split by the lanes and vectorized. A run
-  whose total does not divide the lanes is split by a divisor between one and four vectors
-  (one vector of that width: LLVM finishes the remainder in a narrower register), so TVM never
-  falls back to scalar code on such sizes; a split with a predicate (which TVM scalarizes) is
-  the last resort, for run lengths with no such divisor.
-- **cache tile**: when the source's contiguous dim is driven by another loop (a transpose:
-  NCHW -> NCHW16c, NCHW16c -> NCHW, NHWC...), that loop is tiled by a cache line of elements
-  and its tile moved right above the vector loop, so every source line fetched is used whole
-  while it is in L1 (a tile of line x vector elements), instead of once per sweep.
+  is not a multiple of the target's vector lanes, across power-of-two extents only) is split by
+  the lanes and vectorized. A run whose total does not divide the lanes is split by a divisor
+  between one and four vectors (one vector of that width: LLVM finishes the remainder in a
+  narrower register), so TVM never falls back to scalar code on such sizes; a split with a
+  predicate (which TVM scalarizes) is the last resort, for run lengths with no such divisor.
+  Where the source's tiles along the vector loop are half a vector wide, the vector is that
+  narrow (one tile per vector).
+- **pieces**: a destination loop that crosses the source's tiles (NCHW written from ALT's
+  N(H/4)(W/16)(C/16)4x16x16: W steps 16 elements inside a tile, a whole tile between tiles)
+  is split at the tile boundaries, so that each piece steps evenly through both buffers; the
+  loop the source is read along is split at cache lines, the vector loop's group at the
+  destination's lines.
+- **order** (``_order``): the pieces are ordered from the vector loop outwards by a model of
+  what the loops inside each loop touch, with the addresses taken from the kernel's own index
+  expressions (evaluated with NumPy), so that padding, halos and tiling on either side count
+  as they are: first a tile that uses every source line whole while it is in L1 without
+  overflowing the L1's sets (the cache-tiled transpose: NCHW -> NCHW16c gathers 8 channels
+  along 16 W), then the loops that make the fewest read and write streams run at once, each
+  long (ALT's unfold reads 8 channel rows at a time, halo included, row after row; its tiled
+  output is read a 16x16 tile at a time and written 16 channel rows at a time). The loops
+  outside half the L2 keep the destination's order.
 - **parallel**: the outer loops are fused until they give every core several chunks, then run
   in parallel.
 
@@ -23,16 +35,18 @@ against the machine's copy bandwidth.
 
 from __future__ import annotations
 
+import itertools
 import math
+import mmap
+import operator
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tvm
 from tvm import tirx
-from tvm.sym.analyzer import Analyzer
 
 from ..ceilings import cache_info, get_ceilings
 from ..errors import LoopError
@@ -46,6 +60,13 @@ __all__ = ["conversion_steps", "Bandwidth", "conversion_bandwidth"]
 _CHUNKS_PER_CORE = 8
 #: widest vector loop, in vectors, for a run that does not divide the lanes
 _MAX_VECTORS = 4
+#: the least relative gain for which the order model takes one more loop into its tile
+_GAIN = 0.01
+#: what a run of writes weighs against a run of reads: a read that misses stalls the core
+#: until the prefetcher follows the run; writes wait in the store buffer and the caches (NCHW ->
+#: NHWC: 16 read runs with writes to every 4th line ran 1.8x faster than 64 read runs with
+#: sequential writes)
+_WRITE_RUN = 0.5
 
 
 def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
@@ -79,39 +100,33 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     if not loops or any(lp.reduction for lp in loops):
         raise LoopError(f"kernel {kernel!r} is not a layout conversion (block {block!r} has a reduction or no loops)")
     lanes = vector_unit(target).lanes
-    line = max(cache_info()[1] // 4, lanes)  # float32 elements per cache line
     cores = int(target.get("num-cores") or os.cpu_count() or 1)
-    strides = _source_strides(func, block, loops)
+    access = _Access.of(func, block, loops)
+    cache = _Cache.of(access.itemsize if access else 4)
+    extents = [lp.extent for lp in loops]
+    run, width = _vector_run(extents, lanes)
+    groups = [(k,) for k in range(len(loops) - run)] + [tuple(range(len(loops) - run, len(loops)))]
+    sizes = [_group_sizes(access, extents, g, width if i == len(groups) - 1 else None, cache.line)
+             for i, g in enumerate(groups)]
     b = _Builder(func, kernel, block)
 
-    # 1. the vector run: the innermost loops, fused until a multiple of the lanes
-    run, width = _vector_run([lp.extent for lp in loops], lanes)
-    first = len(loops) - run
+    # 1. the vector run fused; every group split at the source's tiles (the run by the lanes too)
     if run > 1:
-        b.step("fuse", loops=[lp.name for lp in b.loops()[first:]])
-    total = b.loops()[-1].extent
-    if total > width:
-        b.step("split", loop=b.loops()[-1].name, factors=[None, width])
-    # 2. the cache tile: the loop the source is contiguous along, when outside the run
-    vec_stride = strides[-1] if run == 1 else None
-    src = _contiguous_loop(strides[:first], [lp.extent for lp in loops[:first]], line)
-    if src is not None and vec_stride != 1:
-        ext = loops[src].extent
-        tile = _divisor_near(ext, line) if ext > line else ext
-        if tile < ext:
-            b.step("split", loop=b.loops()[src].name, factors=[None, tile])
-        cur = b.loops()
-        inner = cur[src + 1] if tile < ext else cur[src]
-        if cur[-2].name != inner.name:  # move the tile right above the vector loop
-            order = [lp for lp in cur[:-1] if lp.name != inner.name] + [inner, cur[-1]]
-            head = next(k for k, (x, y) in enumerate(zip(cur, order)) if x.name != y.name)
-            b.step("reorder", loops=[lp.name for lp in order[head:]])
-        tiled = 2
-    else:
-        tiled = 1
+        b.step("fuse", loops=[lp.name for lp in b.loops()[-run:]])
+    for i in reversed(range(len(groups))):  # innermost first: the outer loops keep their places
+        if len(sizes[i]) > 1:
+            b.step("split", loop=b.loops()[i].name, factors=[None, *sizes[i][1:]])
+    pieces: list[_Piece] = []
+    for g, sz in zip(groups, sizes):
+        pieces += [_Piece(g, ext, math.prod(sz[j + 1:]), len(pieces) + j) for j, ext in enumerate(sz)]
+    # 2. the order: the vector piece innermost, then the cheapest footprint outwards
+    order = _order(pieces, extents, access, cache)
+    if [p.pos for p in order] != list(range(len(pieces))):
+        names = [lp.name for lp in b.loops()]
+        b.step("reorder", loops=[names[p.pos] for p in order])
     # 3. parallel outer loops: fused until every core has several chunks
     cur = b.loops()
-    outer = cur[:len(cur) - tiled]
+    outer = cur[:-1]
     take, chunks = 0, 1
     while take < len(outer) and chunks < cores * _CHUNKS_PER_CORE:
         chunks *= outer[take].extent
@@ -144,13 +159,18 @@ class _Builder:
 def _vector_run(extents: Sequence[int], lanes: int) -> tuple[int, int]:
     """How many innermost loops to fuse into the vector loop, and the vector loop's width.
 
-    The shortest run whose product is a multiple of the lanes; failing that the innermost
-    loop alone, vectorized whole when short or split by a divisor of one to four vectors."""
+    The shortest run whose product is a multiple of the lanes, fusing only across loops of
+    power-of-two extents (each lane's indices then come by shifts and masks: across a loop of
+    3 channels, every lane computes divisions, and a fused 13x13x3 unfold ran 13x slower);
+    failing that the innermost loop alone, vectorized whole when short or split by a divisor
+    of one to four vectors."""
     prod = 1
     for k in range(1, len(extents) + 1):
         prod *= extents[-k]
         if prod % lanes == 0:
             return k, lanes
+        if prod & (prod - 1):  # not a power of two: no further fusing
+            break
     last = extents[-1]
     if last <= _MAX_VECTORS * lanes:
         return 1, last
@@ -169,43 +189,302 @@ def _divisor_near(n: int, want: int, most: int | None = None) -> int:
     return max(cands, key=lambda d: (d / (math.ceil(d / want) * want), -d))
 
 
-def _contiguous_loop(strides: Sequence[int | None], extents: Sequence[int], line: int) -> int | None:
-    """The outer loop along which the source is read contiguously (stride under a cache line),
-    the smallest stride first; None when there is none."""
-    cands = [(s, k) for k, (s, e) in enumerate(zip(strides, extents)) if s is not None and 0 < s < line and e > 1]
-    return min(cands)[1] if cands else None
+########## The source's tiles ##########
+
+def _group_sizes(access: _Access | None, extents: Sequence[int], group: Sequence[int], width: int | None,
+                 line: int) -> list[int]:
+    """The extents of a loop group's pieces, outermost first. A group is cut where the source's
+    tiles start (``_source_tiles``) and at cache lines: of the source along a loop it reads
+    with a step under a line, of the destination in the vector group (``width``: its vector
+    width, the innermost cut; narrowed to source tiles half as wide). Only cuts that nest (each
+    dividing the next) are kept."""
+    total = math.prod(extents[k] for k in group)
+    if width is not None and total % width:
+        return [math.ceil(total / width), width]  # the predicated split: a remainder vector
+    cuts = []  # periods, in iterations of the group
+    if access is not None and len(group) == 1:
+        along = lambda v: access.source_along(group[0], v)  # noqa: E731
+        cuts += list(itertools.accumulate(_source_tiles(along, total), operator.mul))
+        if width is not None and cuts and cuts[0] < width and width % cuts[0] == 0 and 2 * cuts[0] >= width:
+            # source tiles half a vector wide: a narrower vector reads one tile, not two (ALT's
+            # 4-wide output tiles -> NCHW ran 1.5x faster with 4-lane vectors than with 8)
+            width = cuts[0]
+        d = int(abs(np.diff(along(np.arange(2, dtype=np.int64)))[0])) if total > 1 else 0
+        if 0 < d < line and line % d == 0:
+            cuts.append(line // d)
+    if width is not None:
+        cuts += [width, line]
+    chain: list[int] = []
+    for c in sorted(set(cuts)):
+        if 1 < c < total and total % c == 0 and (chain or width is None or c == width) \
+                and (not chain or c % chain[-1] == 0):
+            chain.append(c)
+    if width is not None and not chain and total > width:
+        chain = [width]  # the vector alone (total == width: the group is the vector)
+    bounds = [total, *chain[::-1], 1]
+    return [a // b for a, b in zip(bounds, bounds[1:])]
 
 
-def _source_strides(func: tirx.PrimFunc, block: str, loops: Sequence[LoopInfo]) -> list[int | None]:
-    """Per loop, how far (in elements) one step moves the read in the source buffer (at the
-    origin of the iteration space); None for unit loops or when the read cannot be found."""
-    realize = _realize(func, block)
-    loads: list[Any] = []  # 0.27's loads are TensorLoad nodes (their buffer is ``source``)
-    visit_nodes(realize.block.body, lambda n: loads.append(n) if type(n).__name__ in ("BufferLoad", "TensorLoad")
-                else None)
-    if not loads or len(realize.iter_values) != len(loops):
-        return [None] * len(loops)
-    load = loads[0]  # a conversion block reads its one input (twice at most: under a padding guard)
-    shape = [int(n) for n in (load.source if hasattr(load, "source") else load.buffer).shape]
-    ivars = [iv.var for iv in realize.block.iter_vars]
+def _source_tiles(source_along: Callable[[np.ndarray], np.ndarray], extent: int) -> list[int]:
+    """Where a loop crosses tiles of the source, innermost level first, as the number of steps
+    per tile of the level below: the step the source takes along the loop changes every ``p``
+    iterations (and only there), with ``p`` dividing what is left of the loop. Padding offsets
+    the boundaries from the loop's multiples: such a loop is not split (a split would not line
+    up with the tiles)."""
+    tiles: list[int] = []
+    step, n = 1, extent
+    while n > 2:
+        off = np.asarray(source_along(np.arange(n, dtype=np.int64) * step))
+        d = np.diff(off)
+        change = np.nonzero(d != d[0])[0] + 1  # iterations that start a new tile
+        if not change.size:
+            break
+        p = int(change[0])
+        if n % p or np.any(change % p):
+            break
+        tiles.append(p)
+        step, n = step * p, n // p
+    return tiles
 
-    def offset(point: Sequence[int]) -> int | None:
-        ana = Analyzer()
-        for v, x in zip(ivars, point):
-            ana.bind(v, x)
-        flat = 0
-        for i, n in zip(load.indices, shape):
-            flat = flat * n + i
-        val = ana.simplify(flat)
-        return int(val.value) if isinstance(val, tirx.IntImm) else None
 
-    origin = [0] * len(loops)
-    base = offset(origin)
-    out: list[int | None] = []
-    for k, lp in enumerate(loops):
-        nxt = None if lp.extent == 1 or base is None else offset(origin[:k] + [1] + origin[k + 1:])
-        out.append(None if nxt is None else abs(nxt - base))
-    return out
+########## The order of the pieces ##########
+
+@dataclass(frozen=True)
+class _Piece:
+    """One loop after the splits: ``group`` (the destination loops it walks: one, or the fused
+    vector run), its extent, its step in the group's coordinate, and its position (outer first)."""
+
+    group: tuple[int, ...]
+    extent: int
+    step: int
+    pos: int
+
+
+@dataclass(frozen=True)
+class _Cache:
+    """What the order model knows of the caches, in elements: a line; the L1's sets and ways
+    (a virtually indexed L1 has a page's worth of lines per way: lines a page apart share a
+    set, e.g. the rows of channel planes whose size is a multiple of the page); and the largest
+    footprint it looks at (half the L2)."""
+
+    line: int
+    sets: int
+    ways: int
+    tile: int  # the largest tile (phase 1): the L1
+    cap: int
+
+    @staticmethod
+    def of(itemsize: int) -> _Cache:
+        caches, line_bytes, _ = cache_info()
+        page = mmap.PAGESIZE
+        l2 = caches.get("L2", max(caches.values(), default=1 << 20))
+        line = max(line_bytes // itemsize, 1)
+        l1 = caches.get("L1d", page * 8)
+        return _Cache(line, max(page // line_bytes, 1), max(l1 // page, 1), max(l1 // itemsize, 16 * line),
+                      max(l2 // (2 * itemsize), 16 * line))
+
+
+def _order(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access | None, cache: _Cache) -> list[_Piece]:
+    """The pieces outermost first: the vector piece innermost, then outwards, greedily, in two
+    phases (``_footprint`` measures what the loops inside touch):
+
+    1. the tile (up to the L1's size): the piece that most lowers the source lines read per
+       element, alone or with one more piece (``_ahead``), while one does, among those whose
+       reused lines fit the L1's sets (no set holds more lines than it has ways, or than it
+       held already: a 16-channel gather from NCHW planes a page apart would evict its own
+       lines, so NCHW -> NCHW16c gathers 8 channels along W, then the other 8); ties go to
+       fewer destination lines (the tiled output -> NCHW writes each channel's line whole, 16
+       W at a time), then to fewer read runs (ALT's unfold reads 8 channel rows along W, not
+       16 rows in short pieces);
+    2. the streams (up to half the L2): among the pieces that lower the streams per element
+       (the tile's rows grow into long runs) without reading more lines per element, the one
+       that leaves the fewest streams running at once, while one does (64 NCHW channel rows
+       read side by side for NHWC ran at half the rate of 16).
+
+    The rest stays outside, in the destination's order."""
+    inner = [pieces[-1]]
+    rest = [p for p in pieces[:-1] if p.extent > 1]
+    if access is None:
+        return [p for p in pieces if p not in inner] + inner
+    now = _footprint(inner, extents, access, cache)
+    for phase in (0, 1):
+        while rest:
+            scored = [(fp, p) for p in rest if (fp := _fits(inner, p, now, phase, extents, access, cache))]
+            if phase == 0:
+                ahead = {p.pos: _ahead(inner, p, fp, rest, extents, access, cache) for fp, p in scored}
+                scored = [(fp, p) for fp, p in scored if ahead[p.pos][0] < now.lines * (1 - _GAIN)]
+                key = lambda t: (ahead[t[1].pos], t[0].reads, t[0].written, t[0].lines, -t[1].pos)  # noqa: E731
+            else:
+                scored = [(fp, p) for fp, p in scored
+                          if fp.runs < now.runs * (1 - _GAIN) and fp.lines <= now.lines * (1 + _GAIN)]
+                key = lambda t: (t[0].streams, t[0].runs, -t[1].pos)  # noqa: E731
+            if not scored:
+                break
+            now, best = min(scored, key=key)
+            inner.append(best)
+            rest.remove(best)
+    return [p for p in pieces if p not in inner] + inner[::-1]
+
+
+def _fits(inner: list[_Piece], p: _Piece, now: _Footprint, phase: int, extents: Sequence[int], access: _Access,
+          cache: _Cache) -> _Footprint | None:
+    """The footprint with ``p`` outside ``inner``, or None if it is too large (or, for the tile,
+    ``phase`` 0, if its live lines overflow an L1 set)."""
+    if math.prod(q.extent for q in inner) * p.extent > (cache.cap if phase else cache.tile):
+        return None
+    fp = _footprint([*inner, p], extents, access, cache)
+    return fp if phase or fp.load <= max(cache.ways, now.load) else None
+
+
+def _ahead(inner: list[_Piece], p: _Piece, fp: _Footprint, rest: Sequence[_Piece], extents: Sequence[int],
+           access: _Access, cache: _Cache) -> tuple[float, float]:
+    """The fewest lines per element of the tile with ``p``, or with ``p`` and one more piece (a
+    piece that looks best alone can block the piece that would complete the lines: 16
+    channels of half lines, a page apart, cannot wait for their other halves), then the
+    fewest destination lines."""
+    after = [f for q in rest if q is not p and (f := _fits([*inner, p], q, fp, 0, extents, access, cache))]
+    return min((f.lines, f.written) for f in [fp, *after])
+
+
+@dataclass(frozen=True)
+class _Footprint:
+    """What the loops inside some loop touch: source lines per element (``lines``; the
+    destination's: ``written``); ``streams``, the runs of consecutive lines read plus
+    ``_WRITE_RUN`` per run of writes (lines within a page of each other: writes land in the
+    caches and leave them as whole lines), all at once (per element: ``runs``; the read runs
+    alone: ``reads``); ``load``, the most lines of one buffer that must stay in one L1 set
+    while the outermost of those loops runs (the lines its iterations share, and those of its
+    first iteration)."""
+
+    lines: float
+    written: float
+    streams: float
+    runs: float
+    reads: int
+    load: int
+
+
+def _footprint(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access, cache: _Cache) -> _Footprint:
+    """The footprint of ``pieces`` (innermost first; the other loops at 0)."""
+    n = len(pieces)
+    coords: dict[tuple[int, ...], Any] = {}
+    for j, p in enumerate(pieces):
+        v = np.arange(p.extent, dtype=np.int64).reshape([-1 if i == j else 1 for i in range(n)]) * p.step
+        coords[p.group] = coords.get(p.group, 0) + v
+    values: list[Any] = [0] * len(extents)
+    for group, c in coords.items():  # a fused group's coordinate back to its loops
+        for k in reversed(group):
+            values[k], c = c % extents[k], c // extents[k]
+    shape = [p.extent for p in pieces]
+    size = math.prod(shape)
+    found = []  # per side: lines touched, runs, the most live lines in one set
+    for off, gap in zip(access.offsets(values), (1, cache.sets)):  # the source, the destination
+        per = np.broadcast_to(off, shape) // cache.line
+        touched = _distinct(per)
+        runs = 1 + np.count_nonzero(np.diff(touched) > gap)
+        # the outermost loop's iterations (the last axis): lines shared by several stay live
+        live = touched
+        if n > 1:
+            it = np.arange(shape[-1], dtype=np.int64)
+            pairs = _distinct(per * shape[-1] + it) // shape[-1]  # (line, iteration), each once
+            shared = pairs[1:][pairs[1:] == pairs[:-1]]  # sorted: a line again is another iteration's
+            live = _distinct(np.concatenate([shared, per[..., 0].ravel()]))
+        # per side: where the two buffers start relative to each other is not known
+        found.append((touched.size, runs, int(np.bincount(live % cache.sets).max())))
+    (src_lines, reads, src_load), (dst_lines, writes, dst_load) = found
+    streams = reads + _WRITE_RUN * writes
+    return _Footprint(src_lines / size, dst_lines / size, streams, streams / size, reads, max(src_load, dst_load))
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a``, sorted (NumPy's hashing ``unique`` is slower on these)."""
+    a = np.sort(a, axis=None)
+    return a[np.concatenate([[True], a[1:] != a[:-1]])] if a.size else a
+
+
+########## Where the block reads and writes ##########
+
+class _Unreadable(Exception):
+    """An index expression the NumPy evaluator does not know."""
+
+
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "FloorDiv": np.floor_divide, "FloorMod": np.mod,
+    "Min": np.minimum, "Max": np.maximum}
+
+
+def _evaluate(expr: Any, env: Mapping[str, Any]) -> Any:
+    """An integer TIR expression of the block's variables, on NumPy arrays (broadcast)."""
+    kind = type(expr).__name__
+    if kind == "IntImm":
+        return int(expr.value)
+    if kind == "Var":
+        return env[expr.name]
+    if kind in _BINARY:
+        return _BINARY[kind](_evaluate(expr.a, env), _evaluate(expr.b, env))
+    if kind == "Cast":
+        return _evaluate(expr.value, env)
+    raise _Unreadable(kind)
+
+
+def _flat(indices: Sequence[Any], shape: Sequence[int], env: Mapping[str, Any]) -> Any:
+    flat: Any = 0
+    for i, n in zip(indices, shape):
+        flat = flat * n + _evaluate(i, env)
+    return flat
+
+
+@dataclass(frozen=True)
+class _Access:
+    """Where a conversion block reads (its one source) and writes, as flat element offsets of
+    its loops' values (``offsets``), from the block's own index expressions."""
+
+    names: tuple[str, ...]  # the block variable of each loop, outermost first
+    src: tuple[Any, ...]
+    src_shape: tuple[int, ...]
+    dst: tuple[Any, ...]
+    dst_shape: tuple[int, ...]
+    itemsize: int
+
+    @staticmethod
+    def of(func: tirx.PrimFunc, block: str, loops: Sequence[LoopInfo]) -> _Access | None:
+        """The block's accesses; None when they cannot be evaluated (then the pieces keep the
+        destination's order)."""
+        realize = _realize(func, block)
+        loads: list[Any] = []  # 0.27's loads are TensorLoad nodes (their buffer is ``source``)
+        stores: list[Any] = []
+        visit_nodes(realize.block.body, lambda n: loads.append(n) if type(n).__name__ in ("BufferLoad", "TensorLoad")
+                    else stores.append(n) if type(n).__name__ == "BufferStore" else None)
+        # the unscheduled block binds each of its variables to one loop
+        bound = {v.name: iv.var.name for v, iv in zip(realize.iter_values, realize.block.iter_vars)
+                 if isinstance(v, tirx.Var)}
+        if not loads or len(stores) != 1 or any(lp.name not in bound for lp in loops):
+            return None
+        # a conversion block reads its one input (twice at most: under a padding guard)
+        load, store = loads[0], stores[0]
+        src = load.source if hasattr(load, "source") else load.buffer
+        try:
+            itemsize = np.dtype(str(store.buffer.dtype)).itemsize
+        except TypeError:
+            itemsize = 4
+        access = _Access(tuple(bound[lp.name] for lp in loops), tuple(load.indices), tuple(int(n) for n in src.shape),
+                         tuple(store.indices), tuple(int(n) for n in store.buffer.shape), itemsize)
+        try:
+            access.offsets([0] * len(loops))
+        except (_Unreadable, KeyError):
+            return None
+        return access
+
+    def offsets(self, values: Sequence[Any]) -> tuple[Any, Any]:
+        """Source and destination offsets (elements) at these loop values (arrays broadcast)."""
+        env = dict(zip(self.names, values))
+        return _flat(self.src, self.src_shape, env), _flat(self.dst, self.dst_shape, env)
+
+    def source_along(self, k: int, v: np.ndarray) -> np.ndarray:
+        """Source offsets along loop ``k`` (the others at 0)."""
+        values: list[Any] = [0] * len(self.names)
+        values[k] = v
+        return np.broadcast_to(self.offsets(values)[0], v.shape)
 
 
 def _realize(func: tirx.PrimFunc, block: str) -> Any:
