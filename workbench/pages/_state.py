@@ -60,6 +60,7 @@ def init() -> None:
     ss.selected = None       # the op clicked in the graph
     ss.variants = list(data.get("variants", []))   # measured variants: one dict each (the comparison table)
     ss.timings = dict(data.get("timings", {}))     # variant label -> {kernel: latency_ms}
+    ss.spreads = dict(data.get("spreads", {}))     # variant label -> {kernel: [min_ms, max_ms, repeats]}
     ss.points = [RooflinePoint(**p) for p in data.get("points", [])]  # roofline points of the variants
     ss.saved_key = data.get("saved_key")           # the session revision last saved or opened from a file
     ss.last_action_ms = None
@@ -73,7 +74,8 @@ def autosave() -> None:
     """Write the tab's workspace (session, redo stack, measurements) atomically."""
     ss = st.session_state
     save_workspace(_autosave_dir(), ss.wid, ss.state.session,
-                   {"variants": ss.variants, "timings": ss.timings, "points": [asdict(p) for p in ss.points],
+                   {"variants": ss.variants, "timings": ss.timings, "spreads": ss.spreads,
+                    "points": [asdict(p) for p in ss.points],
                     "saved_key": ss.saved_key})
 
 
@@ -226,6 +228,8 @@ def measure_current(st_state: State) -> None:
             **{f"{t.name} ms": t.latency_ms for t in m.timings},
             "max_abs_error": v.max_abs_error, "max_rel_error": v.max_rel_error, "matches_reference": v.ok})
         st.session_state.timings[label] = {t.name: t.latency_ms for t in m.timings}
+        st.session_state.spreads[label] = {t.name: [t.stats.min_ms, t.stats.max_ms, t.stats.repeats]
+                                           for t in m.timings}
         st.session_state.points += program_points(prog, st.session_state.timings[label], label)
         st.session_state.last_measure = {
             "label": label, "session": st_state.session.key(), "ok": v.ok, "total_ms": m.total_ms,
@@ -268,4 +272,10 @@ def variants() -> list[dict[str, Any]]:
 def timings() -> dict[str, dict[str, float]]:
     init()
     return st.session_state.timings
+
+
+def spreads() -> dict[str, dict[str, list]]:
+    """Each measured variant's per-kernel (min, max, repeats), beside ``timings``' medians."""
+    init()
+    return st.session_state.spreads
 

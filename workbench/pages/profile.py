@@ -55,7 +55,7 @@ if st.button("Build, verify and time the current session", key="profile_measure"
 timings = _state.timings()
 if timings:
     left, right = st.columns(2)
-    left.plotly_chart(latency_bars_figure(timings), width="stretch", key="latency_bars")
+    left.plotly_chart(latency_bars_figure(timings, spreads=_state.spreads()), width="stretch", key="latency_bars")
     right.plotly_chart(roofline_figure(_state.roofline_points(), c), width="stretch", key="roofline")
     st.dataframe(pd.DataFrame([p.row(c) for p in _state.roofline_points()]), hide_index=True, width="stretch",
                  key="roofline_table")
