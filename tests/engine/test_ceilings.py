@@ -116,3 +116,15 @@ def test_library_gemm_measures_numpy_and_torch_and_restores_torch_threads():
     assert [y.library for y in got] == ["NumPy", "PyTorch"] and all(y.gflops > 0 and y.n == 128 for y in got)
     assert got[1].threads == 1 and torch.get_num_threads() == before
     assert got[0].intensity == pytest.approx(2 * 128 ** 3 / (3 * 128 * 128 * 4))
+
+
+def test_copy_bandwidth_reads_the_cached_ceilings_else_measures_the_copy_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALT_WORKBENCH_CACHE", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(ceil_mod, "_stream_gbs", lambda target, elems: calls.append(elems) or (7.0, 8.0))
+    monkeypatch.setattr(ceil_mod, "library_gemm", lambda *a: pytest.fail("no library pool for the copy alone"))
+    assert ceil_mod.copy_bandwidth(DEFAULT_TARGET) == 7.0 and len(calls) == 1
+    path = ceil_mod._cache_file(DEFAULT_TARGET)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(Ceilings(**BASE).to_json()))
+    assert ceil_mod.copy_bandwidth(DEFAULT_TARGET) == 10.0 and len(calls) == 1  # cached: nothing measured

@@ -231,10 +231,10 @@ def kernel_timer(built: Built, op: str, values: dict[str, np.ndarray], min_ms: f
     return lambda: float(ev(*args).results[0]) * 1e3
 
 
-def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict
+def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict, copy_gbs: float
            ) -> tuple[Built, bool, list[ConversionRate]]:
     """Build the whole program with the tuned kernel (``trace``; None: the op's expert
-    schedule), check it, and time its conversions (their rates against the machine's copy)."""
+    schedule), check it, and time its conversions (their rates against ``copy_gbs``)."""
     from .expert import expert_steps
     from .loops import apply_steps, apply_trace_json
 
@@ -245,7 +245,7 @@ def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict
     built = prog.build(target)
     ok = built.verify().ok
     latencies = {t.name: t.latency_ms for t in built.time(repeat=3, min_ms=5) if t.name != op}
-    return built, ok, conversion_rates(prog, latencies, get_ceilings(target).copy_gbs)
+    return built, ok, conversion_rates(prog, latencies, copy_gbs)
 
 
 def _remeasured_fields(got: Mapping[str, Remeasured], rounds: int) -> dict[str, Any]:
@@ -269,7 +269,7 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
     threads = int(target.get("num-cores", os.cpu_count() or 1))
     say = on_step or (lambda s: None)
     say("this machine's FMA peak and bandwidth (cached per CPU)")
-    peak = get_ceilings(target).peak_gflops
+    ceilings = get_ceilings(target)
     for w in suite:
         graph, op = workload_graph(w)
         values = graph.random_inputs()
@@ -281,7 +281,7 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
                                                 seed=seed, isolated=False), stage="loop")[op]
         ok_a = False
         if ms_res.best_ms is not None:
-            built_a, ok_a, _ = _tuned(graph, LayoutBook(), op, ms_res.trace, target)
+            built_a, ok_a, _ = _tuned(graph, LayoutBook(), op, ms_res.trace, target, ceilings.copy_gbs)
             timers["metaschedule"] = kernel_timer(built_a, op, values)
         say(f"{w.name}: joint layout+loop, budget {budget}")
         started = time.perf_counter()
@@ -290,12 +290,11 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
                                     search=search))
         per_measurement = (time.perf_counter() - started) / max(jr.measurements, 1)
         book = apply_actions(graph, LayoutBook(), jr.best.actions(graph, op))
-        built_b, ok_b, rates = _tuned(graph, book, op, jr.trace, target)
+        built_b, ok_b, rates = _tuned(graph, book, op, jr.trace, target, ceilings.copy_gbs)
         moved, conv_ms = sum(r.bytes for r in rates), sum(r.latency_ms for r in rates)
-        copy = get_ceilings(target).copy_gbs
         conv_gbs = moved / (conv_ms * 1e6) if conv_ms > 0 else None
         timers["joint"] = kernel_timer(built_b, op, values)
-        built_e, ok_e, _ = _tuned(graph, LayoutBook(), op, None, target)
+        built_e, ok_e, _ = _tuned(graph, LayoutBook(), op, None, target, ceilings.copy_gbs)
         timers["expert"] = kernel_timer(built_e, op, values)
         timers["torch"] = torch_timer(w, threads)
         if (np_timer := numpy_timer(w)) is not None:
@@ -304,9 +303,9 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
         got = remeasure(timers, rounds)
         rows.append(BenchRow(w.name, w.op, budget, joint_layout=jr.best.label, joint_conversions_ms=conv_ms,
                              verified=bool(ok_a and ok_b and ok_e), date=date, machine=machine,
-                             flops=int(graph.flops(op)), peak_gflops=peak, joint_s_per_measurement=per_measurement,
-                             joint_conversions_gbs=conv_gbs,
-                             joint_conversions_pct_copy=100 * conv_gbs / copy if conv_gbs else None,
+                             flops=int(graph.flops(op)), peak_gflops=ceilings.peak_gflops,
+                             joint_s_per_measurement=per_measurement, joint_conversions_gbs=conv_gbs,
+                             joint_conversions_pct_copy=100 * conv_gbs / ceilings.copy_gbs if conv_gbs else None,
                              metaschedule_tuning_ms=ms_res.best_ms, joint_tuning_ms=jr.best_ms,
                              **_remeasured_fields(got, rounds)))
         write_results(rows, out_dir)  # after each workload: a stopped run keeps what it measured

@@ -379,12 +379,16 @@ def _stream_gbs(target: Mapping, elems: int) -> tuple[float, float]:
     return 2 * nbytes / t_copy / 1e9, 3 * nbytes / t_triad / 1e9
 
 
+def _stream_bytes(caches: Mapping[str, int]) -> int:
+    """Bytes per bandwidth array: 4x the last-level cache, within 64-256 MiB."""
+    return min(max(64 * _MIB, 4 * max(caches.values())), 256 * _MIB)
+
+
 def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceilings:
     """Measure now (a few seconds): peak, bandwidth, and the library yardstick."""
     caches, line, note = cache_info()
     cores = int(target.get("num-cores", os.cpu_count() or 1))
-    llc = max(caches.values())
-    size = min(max(64 * _MIB, 4 * llc), 256 * _MIB)
+    llc, size = max(caches.values()), _stream_bytes(caches)
     if size < 4 * llc:
         note = (note + "; " if note else "") + (f"the OS reports a {llc // _MIB} MiB last-level cache: the bandwidth "
                                                 f"arrays are capped at {size // _MIB} MiB each")
@@ -409,17 +413,29 @@ def _cache_file(target: Mapping) -> Path:
 def get_ceilings(target: Mapping, refresh: bool = False) -> Ceilings:
     """The cached ceilings of ``target`` on this CPU, measured first if needed (or if ``refresh``)."""
     path = _cache_file(target)
-    if not refresh:
-        try:
-            return Ceilings.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError, KeyError):
-            pass  # missing or unreadable: measure again
+    if not refresh and (cached := _cached(target)) is not None:
+        return cached
     c = measure_ceilings(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     tmp.write_text(json.dumps(c.to_json(), indent=1))
     os.replace(tmp, path)
     return c
+
+
+def _cached(target: Mapping) -> Ceilings | None:
+    try:
+        return Ceilings.from_json(json.loads(_cache_file(target).read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # missing or unreadable
+
+
+def copy_bandwidth(target: Mapping) -> float:
+    """STREAM copy GB/s of ``target`` on this CPU: the cached ceilings' when they were measured,
+    else TVM's copy kernel alone (seconds; unlike ``get_ceilings`` it starts no NumPy or PyTorch
+    thread pool, which would slow the TVM kernels a tuning process measures afterwards)."""
+    cached = _cached(target)
+    return cached.copy_gbs if cached else _stream_gbs(target, _stream_bytes(cache_info()[0]) // 4)[0]
 
 
 def _theory_line(c: Ceilings) -> str:

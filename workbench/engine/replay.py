@@ -12,9 +12,9 @@ reference on random inputs, times each kernel and writes:
   medians added up) with ``total_min_ms``, ``total_spread_ms``, ``repeats`` and ``noisy`` (any
   kernel stayed noisy), and per kernel ``name``, ``latency_ms`` (median), ``min_ms``,
   ``spread_ms`` (max - min over repeats), ``repeats``, ``rounds`` and ``noisy`` (see ``timing``),
-  ``gflops``, ``flops``; a tuned kernel also has ``tuned_ms`` (what its tuning measured: one
-  mean, no spread) and ``vs tuned`` (``timing.compare``: "within noise" when that mean lies within
-  the replay's range); also the session name, target and TVM version.
+  ``gflops``, ``flops``; a tuned kernel also has ``tuned_ms`` (what its tuning measured: the
+  median of one record's repeats, their spread not kept) and ``vs tuned`` (``timing.compare``:
+  "within noise" when that figure lies within the replay's range); also the session name, target and TVM version.
 
 Nothing is written when the session does not replay or a kernel does not build.
 """
@@ -118,7 +118,7 @@ def _tuned_ms(state: State) -> dict[str, float]:
 
 
 def _vs_tuned(replayed: Stats, tuned_ms: float | None) -> dict:
-    """The replay against the tuner's figure, a point (MetaSchedule keeps one mean per record)."""
+    """The replay against the tuner's figure, a point (the session keeps one latency per tuned kernel)."""
     if tuned_ms is None:
         return {}
     return {"tuned_ms": tuned_ms, "vs tuned": compare(replayed, Stats.of([tuned_ms]))}

@@ -93,7 +93,7 @@ if job is not None and not job.running() and (tuned := job.tuned_state(owner)) i
     new = tuned.session.steps[base_len:]
     st.success(f"Tuning done: {len(new)} tuned kernels. " + ", ".join(
         f"{s.target} {s.get('latency_ms', float('nan')):.4f} ms" for s in new)
-        + ". These are the tuner's figures (one mean per candidate, no spread); a replay of the applied session "
+        + ". These are the tuner's figures (one measurement per candidate: the median of its repeats); a replay of the applied session "
           "(Sessions page) times each kernel over repeats and says whether it differs from them beyond the noise.")
     if base_key != session.key():
         st.warning("The session changed since this run started; applying replaces it with the tuned one.")

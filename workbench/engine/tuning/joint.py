@@ -31,7 +31,8 @@ from ..book import LayoutBook
 from ..keys import apply_actions
 from ..presets import preset_actions
 from ..program import make_program
-from ..ceilings import get_ceilings
+from ..ceilings import copy_bandwidth
+from ..conversions import conversion_bytes
 from ..step import Step
 from ..targets import vector_unit
 from .loop import tune_loops
@@ -228,7 +229,7 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     scored: dict[Candidate, float] = {}
     results: dict[Candidate, Any] = {}
     used = 0
-    bytes_per_ms = get_ceilings(target).copy_gbs * 1e6  # conversions at the machine's copy bandwidth
+    bytes_per_ms = copy_bandwidth(target) * 1e6  # conversions at the machine's copy bandwidth
     base_moved = None
     for k in range(n_cand):
         cand = space[0] if k == 0 else _pick(space, scored, rng, options.search, lanes)
@@ -265,7 +266,5 @@ def _task(graph: Graph, book: LayoutBook, op: str, cand: Candidate) -> tuple[Tun
     prog = make_program(graph, apply_actions(graph, book, cand.actions(graph, op)))
     if op not in prog.funcs:
         raise TuneError(f"no kernel {op} under layout {cand.label}")
-    bufs = prog.plan.buffers
-    moved = sum(4 * (math.prod(bufs[k.conversion.src].layout.shape) + math.prod(bufs[k.conversion.dst].layout.shape))
-                for k in prog.plan.kernels if k.conversion)
+    moved = sum(conversion_bytes(prog, k.name) for k in prog.plan.kernels if k.conversion)
     return TuneTask(op, prog.funcs[op], prog.flops[op]), moved
