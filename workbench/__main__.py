@@ -70,6 +70,60 @@ def cmd_replay(a: argparse.Namespace) -> int:
     return 0
 
 
+def _run_inputs(texts: list[str], inputs: dict[str, tuple[int, ...]], seed: int) -> dict:
+    """``NAME=FILE.npy`` (or ``FILE.npy`` for a one-input network) per input; random (seeded,
+    never zeros) for those not given."""
+    from .engine.errors import SessionError
+
+    import numpy as np
+
+    given = {}
+    for text in texts:
+        name, sep, path = text.rpartition("=")
+        if not sep:
+            if len(inputs) != 1:
+                raise SessionError(f"--input {text!r}: write NAME=FILE.npy (inputs: {', '.join(inputs)})")
+            name = next(iter(inputs))
+        if not path.endswith(".npy"):
+            raise SessionError(f"--input {text!r}: give a NumPy .npy file")
+        given[name] = np.load(path)  # allow_pickle=False: data only
+    rng = np.random.default_rng(seed)
+    return {**{t: rng.uniform(-1.0, 1.0, s).astype("float32") for t, s in inputs.items() if t not in given}, **given}
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .engine.standalone import load_network
+
+    net = load_network(a.replay_dir)
+    values = _run_inputs(a.input or [], net.inputs, a.seed)
+    outs = net(**values)
+    times = []
+    for _ in range(a.repeat):
+        t0 = time.perf_counter()
+        net(**values)
+        times.append((time.perf_counter() - t0) * 1e3)
+    for t, v in outs.items():
+        print(f"{t}: shape {tuple(v.shape)}, min {v.min():.4g}, mean {v.mean():.4g}, max {v.max():.4g}")
+    if times:
+        print(f"{net.name}: {float(np.median(times)):.4f} ms median over {len(times)} runs (min {min(times):.4f})")
+    if a.out:
+        out = Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix == ".npy" and len(outs) == 1:
+            np.save(out, next(iter(outs.values())))
+        elif out.suffix == ".npz":
+            np.savez(out, **outs)
+        else:
+            from .engine.errors import SessionError
+
+            raise SessionError(f"--out {a.out}: give a .npz file (a .npy holds one output; this network has "
+                               f"{len(outs)})" if out.suffix == ".npy" else f"--out {a.out}: give a .npy or .npz file")
+        print(f"written to {out}")
+    return 0
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     from .engine.export import export_session
     from .engine.session import load
@@ -229,13 +283,25 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help="rebuild a session's final kernels, verify and time them",
                        description="Load SESSION (validated by replaying it), build its scheduled program, verify "
                                    "it against the reference on random inputs and time each kernel. Writes "
-                                   "DIR/kernels.so, DIR/program.py and DIR/report.json. Exit status: 0 when every "
+                                   "DIR/kernels.so, DIR/program.py, DIR/report.json and the runnable network "
+                                   "(DIR/network.json, DIR/constants.npz: `run DIR`). Exit status: 0 when every "
                                    "output matched, 1 when one did not, 2 on an error.")
     r.add_argument("session", help="a session file (see docs/session-format.md)")
     r.add_argument("--out", metavar="DIR", help="output folder (default work/replay/NAME)")
     r.add_argument("--target", metavar="JSON", help='a TVM target as JSON, e.g. \'{"kind": "llvm", "num-cores": 2}\' '
                    "(default: the session's)")
     r.set_defaults(fn=cmd_replay)
+    n = sub.add_parser("run", help="run a replayed network on inputs from .npy files",
+                       description="Run the whole graph that `replay` wrote to REPLAY_DIR (kernels.so, network.json, "
+                                   "constants.npz) on the given inputs (random ones for those not given), print "
+                                   "each output's summary and the run's latency, and save the outputs.")
+    n.add_argument("replay_dir", metavar="REPLAY_DIR")
+    n.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="an input's values (FILE.npy alone for a one-input network; repeatable)")
+    n.add_argument("--out", metavar="FILE", help="outputs: FILE.npy (one output) or FILE.npz (by output name)")
+    n.add_argument("--seed", type=int, default=0, help="seed of the random inputs not given")
+    n.add_argument("--repeat", type=int, default=10, help="timed runs after the first (0: no timing)")
+    n.set_defaults(fn=cmd_run)
     e = sub.add_parser("export", help="write a session as a MetaSchedule tuning record",
                        description="Write DIR/database_workload.json and DIR/database_tuning_record.json (a "
                                    "MetaSchedule JSONDatabase: one workload per kernel, its schedule trace as the "

@@ -19,19 +19,16 @@ if ROOT not in sys.path:
 
 from workbench.engine import zoo  # noqa: E402
 from workbench.engine.targets import cpu_name, resolve_target  # noqa: E402
+from workbench.engine.words import plural  # noqa: E402
 from workbench.pages import _state  # noqa: E402
 
 st.set_page_config(page_title="ALT Workbench", page_icon=":material/grid_view:", layout="wide")
 _state.init()
+_state.keep_widgets()
 
 
 def _keep_model(model: str) -> None:
     st.session_state.model_pick = model
-
-
-def model_label(spec: dict) -> str:
-    """A zoo model's name, or an imported model's file name."""
-    return spec["zoo"] if "zoo" in spec else f"file: {Path(str(spec.get('file', '?'))).name}"
 
 
 def model_picker(model: str) -> None:
@@ -45,7 +42,7 @@ def model_picker(model: str) -> None:
     if pick == model:
         return
     if lost := _state.unsaved():
-        st.warning(f"Switching to **{pick}** replaces this session: its {lost} unsaved actions on {model} "
+        st.warning(f"Switching to **{pick}** replaces this session: its {plural(lost, 'unsaved action')} on {model} "
                    "would be lost (save it on the Sessions page first).")
         yes, no = st.columns(2)
         yes.button("Discard and switch", key="switch_confirm", on_click=_state.switch_model, args=(pick,))
@@ -59,11 +56,11 @@ def sidebar() -> None:
     s = _state.session()
     with st.sidebar:
         st.markdown("### ALT Workbench")
-        model_picker(model_label(s.model))
+        model_picker(zoo.model_label(s.model))
         built = resolve_target(s.target)
         st.caption(f"Target `{json.dumps(s.target)}`  \nHost: {cpu_name()} "
                    f"(LLVM: `{built.get('mcpu', 'generic')}`), num-cores {s.target.get('num-cores', '?')}")
-        st.caption(f"Session **{s.name}**: {len(s.steps)} actions")
+        st.caption(f"Session **{s.name}**: {plural(len(s.steps), 'action')}")
         left, right = st.columns(2)
         left.button("Undo", key="undo", icon=":material/undo:", disabled=not s.steps, width="stretch",
                     on_click=_state.act, args=(lambda x: x.undo(), "undone"))

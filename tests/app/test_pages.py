@@ -329,13 +329,54 @@ def test_an_uploaded_pickle_is_data_never_code(at, monkeypatch, tmp_path):
     at.button(key="open_upload").click().run()
     assert len(at.error) == 1 and at.error[0].value.startswith("model.pt2: not valid JSON"), [e.value for e in at.error]
     assert not marker.exists() and session(at).to_json() == before
+    at.button(key="import_model").click().run()  # nor as a model
+    assert [e.value for e in at.error] == ["model.pt2: a .pt2 file is not accepted as an upload, since "
+                                           "loading it unpickles data and can run code; export the model to ONNX, or "
+                                           "import the .pt2 with the command line"]
+    assert not marker.exists() and session(at).to_json() == before
+
+
+def _upload(monkeypatch, name: str, data: bytes) -> None:
+    """The model uploader returns this file (AppTest cannot upload); the session uploader nothing."""
+    import streamlit
+
+    class Upload:
+        def getvalue(self) -> bytes:
+            return data
+
+    Upload.name = name
+    monkeypatch.setattr(streamlit, "file_uploader",
+                        lambda *args, key=None, **kwargs: Upload() if key == "model_upload" else None)
+
+
+def test_an_uploaded_onnx_model_opens_as_a_new_session_pinned_to_its_file(at, monkeypatch):
+    from tests.engine.test_import import _onnx
+    from workbench.pages import _state
+
+    before = session(at).to_json()
+    _upload(monkeypatch, "mlp.onnx", _onnx()[:100])  # truncated: refused, nothing changes
+    at.switch_page("pages/sessions.py").run()
+    at.button(key="import_model").click().run()
+    assert len(at.error) == 1 and at.error[0].value.startswith("mlp.onnx: "), [e.value for e in at.error]
+    assert session(at).to_json() == before
+
+    _upload(monkeypatch, "mlp.onnx", _onnx())
+    at.button(key="import_model").click().run()
+    assert not at.error, [e.value for e in at.error]
+    model = session(at).model
+    stored = Path(model["file"])
+    assert stored.parent == _state.WORK_DIR / "models" and stored.read_bytes() == _onnx()
+    assert model["inputs"] == {"x": [1, 8]} and session(at).steps == ()
+    assert any(m.value.startswith("imported mlp.onnx: 2 ops") for m in at.success), [m.value for m in at.success]
+    assert "file: " + stored.name in " ".join(c.value for c in at.caption)
 
 
 class _FinishedJob:
     """A tuning job that already ran, as the Tuning page sees it: its progress lines, its status."""
 
-    def __init__(self, folder: Path, rows: list[dict]) -> None:
-        self.dir, self._rows = folder, rows
+    def __init__(self, folder: Path, rows: list[dict], budget: int = 8, started: float = 0.0,
+                 running: bool = False) -> None:
+        self.dir, self._rows, self.budget, self.started, self._running = folder, rows, budget, started, running
 
     def progress(self) -> list[dict]:
         return self._rows
@@ -343,10 +384,10 @@ class _FinishedJob:
     def status(self):
         from workbench.engine.tuning.worker import JobStatus
 
-        return JobStatus("stopped")
+        return JobStatus("running" if self._running else "stopped")
 
     def running(self) -> bool:
-        return False
+        return self._running
 
     def tuned_state(self, owner=None):
         return None
@@ -362,12 +403,45 @@ def test_tuning_status_shows_each_tasks_best_and_their_sum_not_the_fastest_kerne
     at.session_state["tune_tasks"] = ["pad", "conv", "relu"]
     at.switch_page("pages/tuning.py").run()
     assert not at.exception, at.exception
-    status = next(m.value for m in at.markdown if "measurements of job" in m.value)
+    status = next(m.value for m in at.markdown if "best per task summed" in m.value)
     assert summarize_progress(rows, ["pad", "conv", "relu"]).headline() in status
     assert "0.5010 ms over 2 tasks" in status and "1 of 3 tasks without a result yet" in status
-    assert "1 failed candidates" in status
+    assert "3 measurements" in status and "1 failed candidate (skipped)" in status
     (bests,) = [d.value for d in at.get("dataframe") if "best ms" in d.value.columns]
     assert dict(zip(bests["task"], bests["best ms"].fillna(-1))) == {"pad": 0.001, "conv": 0.5, "relu": -1}
+    trials = lambda: next(d.value for d in at.get("dataframe") if "trace" in d.value.columns)  # noqa: E731
+    assert len(trials()) == 3
+    at.radio(key="trials_outcome").set_value("failed").run()
+    assert list(trials()["task"]) == ["conv"] and trials()["latency ms"].isna().all()
+    at.radio(key="trials_outcome").set_value("all").run()
+    at.multiselect(key="trials_tasks").set_value(["pad"]).run()
+    assert list(trials()["task"]) == ["pad"]
+
+
+def test_a_running_tuning_shows_measurements_of_its_budget_and_the_time_left(at, tmp_path):
+    import time
+
+    now = time.time()
+    rows = [{"task": "conv", "stage": "loop", "latency_ms": 0.5 - i / 10, "time": now - 30 + 10 * i} for i in range(3)]
+    at.session_state["tune_job"] = _FinishedJob(tmp_path / "job", rows, budget=12, started=now - 40, running=True)
+    at.switch_page("pages/tuning.py").run()
+    assert not at.exception, at.exception
+    status = next(m.value for m in at.markdown if "best per task summed" in m.value)
+    assert "3 of 12 measurements" in status and "elapsed" in status and " left" in status, status
+
+
+def test_the_joint_budget_says_how_many_layouts_it_scores_and_survives_a_page_switch(at):
+    at.switch_page("pages/tuning.py").run()
+    at.radio(key="tune_stage").set_value("joint").run()
+    at.number_input(key="tune_budget").set_value(3).run()
+    assert any("scores only one layout candidate" in w.value for w in at.warning), [w.value for w in at.warning]
+    at.number_input(key="tune_budget").set_value(77).run()
+    assert not any("scores only one" in w.value for w in at.warning)
+    assert any("Layout candidates scored: conv 23 of" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.switch_page("app.py").run()  # the entry script, as a browser runs it on every page (the Graph page here)
+    assert not at.number_input and at.session_state["tune_budget"] == 77
+    at.switch_page("pages/tuning.py").run()
+    assert at.number_input(key="tune_budget").value == 77 and at.radio(key="tune_stage").value == "joint"
 
 
 def test_profile_explains_a_kernel_above_its_roof_and_the_miss_bounds(at):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tvm
 
-from workbench.engine.lower import stored_constants
 from workbench.engine.replay import replay_to
 from workbench.engine.session import load, replay
+from workbench.engine.standalone import load_network
 
 SESSIONS = sorted((Path(__file__).resolve().parents[2] / "sessions").glob("*.json"))
 
@@ -19,18 +19,6 @@ def test_there_is_a_session_per_zoo_model():
 
     models = {load(p).model["zoo"] for p in SESSIONS}
     assert models == set(MODELS)
-
-
-def _run_library(lib, plan, values: dict) -> dict:
-    """Run every kernel of ``kernels.so`` in order, as a user would from the plan; the graph outputs."""
-    dev = tvm.cpu()
-    host = {b.name: values[b.tensor] for b in plan.buffers.values() if b.source == "input"}
-    host.update(stored_constants(plan, values))
-    bufs = {b.name: tvm.runtime.tensor(np.ascontiguousarray(host[b.name], dtype="float32") if b.name in host
-                                       else np.zeros(b.layout.shape, "float32"), dev) for b in plan.buffers.values()}
-    for k in plan.kernels:
-        lib[k.name](*(bufs[b] for b in k.inputs + k.outputs))
-    return {t: bufs[b].numpy() for t, b in plan.outputs.items()}
 
 
 @pytest.mark.parametrize("path", SESSIONS, ids=[p.stem for p in SESSIONS])
@@ -45,12 +33,15 @@ def test_example_session_replays_ok(path, tmp_path):
     assert any(k["schedule"] != "default" for k in written["kernels"])  # every example schedules something
     assert (tmp_path / "program.py").read_text().count("@T.prim_func") == len(report.kernels)
 
-    # kernels.so, loaded back, computes the model (checked against the reference)
-    lib = tvm.runtime.load_module(str(tmp_path / "kernels.so"))
-    plan = replay(session).program.plan
-    values = plan.graph.random_inputs(3)
-    got = _run_library(lib, plan, values)
-    ref = plan.graph.reference(values)
+    # the runnable network (kernels.so and the replay's constants), on new inputs, computes the model
+    net = load_network(tmp_path)
+    state = replay(session)
+    graph = state.graph
+    fresh = graph.random_inputs(3)
+    values = {**graph.random_inputs(0), **{t: fresh[t] for t in graph.inputs}}  # constants: the replay's (seed 0)
+    got = net(**{t: values[t] for t in graph.inputs})
+    ref = graph.reference(values)
+    assert set(got) == set(state.program.plan.outputs)
     for t, v in got.items():
         np.testing.assert_allclose(v, ref[t], rtol=1e-4, atol=1e-4 * float(np.abs(ref[t]).max()))
 

@@ -17,6 +17,7 @@ from workbench.engine.propagate import plan_layouts
 from workbench.viz.graph import collapse_kernels, display_graph, graph_figure
 from workbench.viz.kernels import latency_bars_figure
 from workbench.viz.roofline import roofline_figure
+from workbench.viz.axes import log_axis
 from workbench.viz.tuning import best_so_far, candidate_scores, candidates_figure, progress_figure, tuning_curves_figure
 
 
@@ -304,3 +305,22 @@ def test_roofline_labels_the_library_gemms_as_reference_points():
     assert 10 ** fig.layout.yaxis.range[1] > 169.0  # a library above the measured roof stays in view
     plain = roofline_figure([], Ceilings(**{**c.to_json(), "library": ()}))
     assert not [t for t in plain.data if t.legendgroup == "library"]
+
+
+def test_the_program_curve_sums_the_tasks_bests_once_each_has_one():
+    rows = [{"task": "conv", "latency_ms": 4.0}, {"task": "pad", "latency_ms": None, "error": "boom"},
+            {"task": "pad", "latency_ms": 0.5}, {"task": "conv", "latency_ms": 3.0}]
+    fig = progress_figure(rows, tasks=["conv", "pad"])
+    program = next(tr for tr in fig.data if tr.name.startswith("program"))
+    assert list(program.y) == [None, None, 4.5, 3.5] and list(program.x) == [1, 2, 3, 4]
+    assert not any(tr.name.startswith("program") for tr in progress_figure(rows[:1]).data)  # one task: no sum
+
+
+def test_log_axes_carry_readable_ticks():
+    rows = [{"task": "a", "latency_ms": v} for v in (0.9, 0.35, 0.21, 0.2)]
+    axis = progress_figure(rows).layout.yaxis
+    assert axis.type == "log" and list(axis.ticktext) == ["0.2", "0.3", "0.5", "0.7"]
+    assert list(axis.tickvals) == [0.2, 0.3, 0.5, 0.7]
+    wide = log_axis([0.004, 37.0])
+    assert wide["ticktext"] == ["0.01", "0.1", "1", "10"]
+    assert log_axis([None, 0.0])["type"] == "log" and "tickvals" not in log_axis([None, 0.0])

@@ -8,6 +8,8 @@ reference on random inputs, times each kernel and writes:
   loads it and each kernel is a function of the kernel's name (arguments: its input buffers,
   then its output buffers, in their stored layouts);
 - ``program.py``: the scheduled TVMScript of the whole module;
+- ``network.json`` and ``constants.npz``: the whole graph as one runnable network
+  (``standalone.load_network``; ``python -m workbench run``);
 - ``report.json``: ``ok``, ``max_abs_error``, ``max_rel_error``, ``total_ms`` (the kernels'
   medians added up) with ``total_min_ms``, ``total_spread_ms``, ``repeats`` and ``noisy`` (any
   kernel stayed noisy), and per kernel ``name``, ``latency_ms`` (median), ``min_ms``,
@@ -31,6 +33,7 @@ import tvm
 from .errors import BuildError
 from .program import measure
 from .session import Session, State, replay
+from .standalone import write_network
 from .timing import Stats, compare
 
 __all__ = ["ReplayReport", "replay_to"]
@@ -93,6 +96,7 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
     except Exception as e:  # noqa: BLE001 - the toolchain's errors come in several types
         raise BuildError(f"could not export kernels.so: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     (out / "program.py").write_text(prog.module().script())
+    write_network(prog, state.graph.random_inputs(seed), out)
     tuned = _tuned_ms(state)
     total = m.total
     report = ReplayReport(

@@ -366,14 +366,14 @@ def safe_path(folder: str | os.PathLike, name: str) -> Path:
     return Path(folder) / f"{name}.json"
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> Path:
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> Path:
     """Write atomically: a temporary file in the same folder, fsync, then a rename (a failure
     leaves the old file as it was)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

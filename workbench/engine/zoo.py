@@ -20,12 +20,14 @@ import inspect
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import GraphError
 from .graph import Graph, GraphBuilder
 
 __all__ = ["MODELS", "NETWORKS", "OPTIONS", "IntOption", "load", "check_options", "check_model", "load_model",
+           "model_label",
            "file_model", "DEFAULT_MODEL", "MAX_TENSOR_ELEMENTS"]
 
 DEFAULT_MODEL = "r18_stem"
@@ -351,6 +353,21 @@ def check_model(model: Any) -> None:
             raise GraphError(f'"inputs": the shape of {name!r} must be a list of 1 to 8 positive ints, got {dims!r}')
     if not isinstance(model.get("origin", ""), str):
         raise GraphError(f'"origin" must be a string, got {model["origin"]!r}')
+
+
+def model_label(model: Mapping, options: bool = False) -> str:
+    """A session model in a few words: a zoo model's name (with ``options``, the options it was
+    given), or an imported model's file name.
+
+    >>> model_label({"zoo": "gmm", "m": 64}), model_label({"zoo": "gmm", "m": 64}, options=True)
+    ('gmm', 'gmm (m=64)')
+    >>> model_label({"file": "/models/net.onnx", "sha256": "0" * 64, "inputs": {}})
+    'file: net.onnx'
+    """
+    if "zoo" not in model:
+        return f"file: {Path(str(model.get('file', '?'))).name}"
+    given = ", ".join(f"{k}={v}" for k, v in model.items() if k != "zoo")
+    return f"{model['zoo']} ({given})" if options and given else str(model["zoo"])
 
 
 def load_model(model: Mapping) -> Graph:

@@ -31,6 +31,7 @@ from workbench.engine.roofline import RooflinePoint, program_points
 from workbench.engine.session import Session, State, new_session, replay
 from workbench.engine.timing import Stats, compare
 from workbench.engine.tuning.worker import JobQueue
+from workbench.engine.words import plural
 from workbench.engine.workspace import load_workspace, new_workspace_id, save_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,8 +67,20 @@ def init() -> None:
     ss.last_action_ms = None
     if restored:
         s = ss.state.session
-        ss.note = (f"restored this tab's work: session {s.name} ({len(s.steps)} actions) and "
-                   f"{len(ss.variants)} measured variants")
+        ss.note = (f"restored this tab's work: session {s.name} ({plural(len(s.steps), 'action')}) and "
+                   f"{plural(len(ss.variants), 'measured variant')}")
+
+
+#: widgets whose values outlive a page switch (Streamlit drops the value of a widget its page
+#: does not draw), with their first values; their pages create them with no value of their own
+KEPT_WIDGETS: dict[str, Any] = {"tune_stage": "joint", "tune_budget": 32, "tune_fraction": 0.3, "tune_rpc": ""}
+
+
+def keep_widgets() -> None:
+    """Re-assign the kept widgets' values (every run, before a page draws), so they survive."""
+    ss = st.session_state
+    for key, first in KEPT_WIDGETS.items():
+        ss[key] = ss[key] if key in ss else first
 
 
 def autosave() -> None:
@@ -112,8 +125,8 @@ def attempt(prefix: str = "", rerun: bool = True) -> Iterator[None]:
     ``prefix``) and changes nothing; then the script reruns to draw the result."""
     try:
         yield
-    except WorkbenchError as e:
-        st.session_state.error = f"{prefix}{e}"
+    except WorkbenchError as e:  # a message that names its subject already is not prefixed twice
+        st.session_state.error = str(e) if prefix and str(e).startswith(prefix) else f"{prefix}{e}"
     if rerun:
         st.rerun()
 
@@ -163,12 +176,12 @@ def open_session(new: State, note: str = "") -> None:
     model shown follows the new session, and the note says when it changed. Measurements are
     kept."""
     init()
-    old = session().model.get("zoo")
+    old = zoo.model_label(session().model, options=True)
     st.session_state.state = new
     st.session_state.changed = set()
     st.session_state.selected = None
     st.session_state.pop("error", None)
-    model = new.session.model.get("zoo")
+    model = zoo.model_label(new.session.model, options=True)
     if model != old:
         note = (note + "; " if note else "") + f"the model is now {model} (was {old})"
     if note:

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.engine.graph_view import op_details
+from workbench.engine.words import plural
 from workbench.pages import _state
 from workbench.viz.graph import graph_figure, matching_ops
 
@@ -15,7 +16,8 @@ graph, plan = state.graph, state.program.plan
 changed = _state.changed()
 ops = [n.name for n in graph.nodes]
 fused = [k.name for k in plan.kernels if len(k.ops) + len(k.fused) > 1]
-st.caption(f"**{graph.name}**: {len(ops)} ops, {len(plan.kernels)} kernels, {len(plan.conversions)} conversion ops. "
+st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernels), 'kernel')}, "
+           f"{plural(len(plan.conversions), 'conversion op')}. "
            "Click an op to select it for the other pages; drag to pan, double-click to fit the whole graph.")
 _state.show_messages()
 

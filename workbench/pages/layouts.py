@@ -14,6 +14,7 @@ from workbench.engine.layout import PRIMITIVES
 from workbench.engine.keys import access_text, apply_actions, apply_layout, current, layout_keys
 from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.propagate import plan_layouts
+from workbench.engine.words import plural
 from workbench.pages import _state
 from workbench.pages._forms import FormContext, parse_ints, primitive_form
 
@@ -89,7 +90,8 @@ with preset_tab:
         st.dataframe(pd.DataFrame([_describe(k, current(graph, preview, k)) for k in touched]), hide_index=True,
                      width="stretch", key="pp_preview")
         plan = plan_layouts(graph, preview)
-        st.caption(f"after propagation: {len(plan.conversions)} conversion ops, {len(plan.kernels)} kernels")
+        st.caption(f"after propagation: {plural(len(plan.conversions), 'conversion op')}, "
+                   f"{plural(len(plan.kernels), 'kernel')}")
         ok = True
     except WorkbenchError as e:
         st.warning(f"Not applicable: {e}", icon=":material/warning:")

@@ -6,18 +6,22 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from workbench.engine import zoo
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.export import export_zip
-from workbench.engine.session import (MAX_SESSION_MB, dumps, list_sessions, load_state, loads_state, safe_path,
-                                      save)
+from workbench.engine.frontend import MAX_MODEL_MB, parse_input, store_upload
+from workbench.engine.session import (MAX_SESSION_MB, dumps, list_sessions, load_state, loads_state, new_session,
+                                      replay, safe_path, save)
 from workbench.engine.tuning.worker import Job, replay_job_spec, start_job
+from workbench.engine.words import plural
 from workbench.pages import _state
 
 st.title("Sessions")
 state = _state.state()
 session = state.session
 _state.show_messages()
-st.caption(f"Current session **{session.name}** on `{session.model}`: {len(session.steps)} actions. "
+st.caption(f"Current session **{session.name}** on **{zoo.model_label(session.model, options=True)}**: "
+           f"{plural(len(session.steps), 'action')}. "
            f"Session files live in `{_state.SESSIONS_DIR}`.")
 
 save_col, open_col = st.columns(2)
@@ -33,7 +37,7 @@ with save_col:
     if _state.current_revision(saved := st.session_state.get("saved")):
         st.success(f"saved to {saved['path']}")
     elif _state.unsaved():
-        st.caption(f"{_state.unsaved()} actions not saved to a file yet (the tab autosaves them for a reload).")
+        st.caption(f"{plural(_state.unsaved(), 'action')} not saved to a file yet (the tab autosaves them for a reload).")
     st.download_button("Download session JSON", dumps(session), file_name=f"{session.name}.json",
                        mime="application/json", key="download")
 
@@ -50,6 +54,28 @@ with open_col:
     if up is not None and st.button("Open the uploaded file", key="open_upload"):
         with _state.attempt(f"{up.name}: "):
             _state.open_session(loads_state(up.getvalue().decode("utf-8", errors="replace")), f"opened {up.name}")
+
+st.subheader("Import a model")
+st.caption("An ONNX file becomes a new session: batch norm folded into the convolutions, each operator mapped onto "
+           "the workbench's library, the model's own weights. The file is kept under the work folder and pinned "
+           "by its SHA-256, so a replay refuses a changed file. `.pt2` programs and Python factories import with "
+           "`python -m workbench import` (loading them can run code).")
+model_up = st.file_uploader(f"An ONNX file with its weights inside (at most {MAX_MODEL_MB} MB)", type=["onnx"],
+                            key="model_upload", max_upload_size=MAX_MODEL_MB)
+shapes = st.text_input("Input shapes, for inputs with dynamic dims (optional)", key="model_inputs",
+                       placeholder="input=1,3,224,224 mask=1,128")
+lost = _state.unsaved()
+keep = not lost or st.checkbox(f"Discard this session's {plural(lost, 'unsaved action')}",
+                                        key="import_discard")
+if model_up is not None and st.button("Import the model", icon=":material/upload_file:", key="import_model",
+                                      disabled=not keep):
+    with _state.attempt(f"{model_up.name}: "):
+        inputs = dict(parse_input(t) for t in shapes.replace(";", " ").split())
+        path = store_upload(model_up.name, model_up.getvalue(), _state.WORK_DIR / "models")
+        spec, graph = zoo.file_model(str(path), inputs)
+        _state.open_session(replay(new_session(spec)),
+                            f"imported {model_up.name}: {plural(len(graph.nodes), 'op')}, "
+                            f"inputs {', '.join(f'{t} {tuple(graph.tensors[t].shape)}' for t in graph.inputs)}")
 
 st.subheader("Export the tuning record")
 st.caption("One MetaSchedule workload per kernel (its layout-transformed PrimFunc) with the kernel's schedule as "

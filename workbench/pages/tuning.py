@@ -3,6 +3,7 @@ curves live, stop it, and apply the result to the session as ``tuned`` actions."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -10,11 +11,13 @@ import streamlit as st
 
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.tuning.options import TuneOptions
-from workbench.engine.tuning.progress import summarize_progress
+from workbench.engine.tuning.progress import pace, summarize_progress
+from workbench.engine.tuning.stages import joint_shares
 from workbench.engine.tuning.rpc import RpcConfig
 from workbench.engine.tuning.worker import Job, session_job_spec, start_job
 from workbench.pages import _state
-from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure
+from workbench.engine.words import plural
+from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure, trial_table
 
 st.title("Auto-tuning")
 session = _state.session()
@@ -24,11 +27,26 @@ st.caption("The joint stage explores layout candidates of each complex op (ALT's
            "current layouts. Budgets count hardware measurements. Tuning runs in a worker process.")
 
 c1, c2, c3, c4 = st.columns(4)
+# values live in _state.KEPT_WIDGETS, so they survive a visit to another page
 stage = c1.radio("Stage", ["joint", "loop"], horizontal=True, key="tune_stage",
                  format_func=lambda s: "joint layout+loop" if s == "joint" else "loop only")
-budget = int(c2.number_input("Budget (measurements)", 2, 5000, 32, key="tune_budget"))
-fraction = c3.slider("Joint share of budget", 0.1, 0.9, 0.3, 0.05, key="tune_fraction", disabled=stage != "joint")
-rpc = c4.text_input("RPC tracker (host:port:key, optional)", "", key="tune_rpc")
+budget = int(c2.number_input("Budget (measurements)", 2, 5000, key="tune_budget"))
+fraction = c3.slider("Joint share of budget", 0.1, 0.9, step=0.05, key="tune_fraction", disabled=stage != "joint")
+rpc = c4.text_input("RPC tracker (host:port:key, optional)", key="tune_rpc")
+options = TuneOptions(joint_fraction=fraction)
+if stage == "joint":
+    try:
+        shares = joint_shares(_state.state(), budget, options)
+    except WorkbenchError as e:
+        st.warning(str(e))
+    else:
+        if few := [s for s in shares if s.candidates < min(2, s.space)]:
+            st.warning("This budget scores only one layout candidate (the current layout) for "
+                       + ", ".join(f"{s.op} ({s.budget} measurements of {budget}, {s.space} candidates)" for s in few)
+                       + ": the joint stage cannot compare layouts there. Raise the budget or the joint share.")
+        else:
+            st.caption("Layout candidates scored: " + ", ".join(
+                f"{s.op} {s.candidates} of {s.space}" for s in shares) + ".")
 
 
 def job_dir() -> Path:
@@ -42,8 +60,8 @@ running = job is not None and job.running()
 start, stop = st.columns(2)
 if start.button("Start tuning", icon=":material/play_arrow:", key="tune_start", type="primary", disabled=running):
     with _state.attempt():
-        options = TuneOptions(rpc=RpcConfig.parse(rpc) if rpc.strip() else None, joint_fraction=fraction)
-        spec = session_job_spec(session, stage, budget, options)
+        spec = session_job_spec(session, stage, budget,
+                                replace(options, rpc=RpcConfig.parse(rpc) if rpc.strip() else None))
         st.session_state.tune_job = start_job(spec, job_dir(), owner=owner, queue=queue)
         st.session_state.tune_base = (session.key(), len(session.steps))
         # the loop stage tunes every kernel: those not reached yet count as without a result
@@ -55,6 +73,24 @@ if stop.button("Stop", icon=":material/stop:", key="tune_stop", disabled=not run
 st.caption(f"Jobs of every tab share this machine: {queue.limit} at a time, one per tab; the others wait in line.")
 
 
+def trials(rows: list[dict]) -> None:
+    """The trial table, filtered by task, stage and outcome."""
+    table = pd.DataFrame(trial_table(rows))
+    f1, f2, f3 = st.columns(3)
+    tasks = f1.multiselect("Tasks", sorted(table["task"].unique()), key="trials_tasks", placeholder="all")
+    stages = f2.multiselect("Stages", sorted(table["stage"].dropna().unique()), key="trials_stages", placeholder="all")
+    outcome = f3.radio("Outcome", ["all", "measured", "failed"], horizontal=True, key="trials_outcome")
+    keep = pd.Series(True, index=table.index)
+    if tasks:
+        keep &= table["task"].isin(tasks)
+    if stages:
+        keep &= table["stage"].isin(stages)
+    if outcome != "all":
+        keep &= table["latency ms"].isna() == (outcome == "failed")
+    st.dataframe(table[keep], hide_index=True, width="stretch", key="tune_trials",
+                 column_config={"latency ms": st.column_config.NumberColumn(format="%.4f")})
+
+
 @st.fragment(run_every=2.0)
 def live() -> None:
     job: Job | None = st.session_state.get("tune_job")
@@ -63,17 +99,20 @@ def live() -> None:
         return
     rows = job.progress()
     status = job.status()
-    summary = summarize_progress(rows, st.session_state.get("tune_tasks", []))
-    st.markdown(f"**{status.state if status.error else status}** · {len(rows)} measurements of {job.dir.name}"
-                f" · {summary.headline()}"
-                + (f" · {summary.failed} failed candidates (skipped)" if summary.failed else ""))
+    tasks = st.session_state.get("tune_tasks", [])
+    summary = summarize_progress(rows, tasks)
+    run = pace(rows, job.budget or len(rows), job.started)
+    st.markdown(f"**{status.state if status.error else status}** · "
+                f"{run.text() if job.running() else plural(len(rows), 'measurement')} · {summary.headline()}"
+                + (f" · {plural(summary.failed, 'failed candidate')} (skipped)" if summary.failed else ""))
+    st.progress(min(1.0, run.done / max(1, run.budget)))
     if status.error:
         st.error(status.error)
     if status.state == "queued":
         st.info(f"Waiting for a free slot: {status}. It starts by itself when the jobs ahead finish.")
     if rows:
         left, right = st.columns(2)
-        left.plotly_chart(progress_figure(rows), width="stretch", key="tune_curves")
+        left.plotly_chart(progress_figure(rows, tasks=tasks), width="stretch", key="tune_curves")
         if any(r.get("stage") == "joint" for r in rows):
             right.plotly_chart(candidates_figure(rows), width="stretch", key="tune_candidates")
             right.dataframe(pd.DataFrame(candidate_scores(rows)), hide_index=True, width="stretch")
@@ -81,6 +120,8 @@ def live() -> None:
             st.caption("Their sum is the program's latency once every kernel has a result (loop stage); the joint "
                        "stage tunes the complex ops only, on any layout candidate, conversions not included.")
             st.dataframe(pd.DataFrame(summary.rows()), hide_index=True, width="stretch", key="tune_bests")
+        with st.expander(f"Every measurement ({len(rows)})"):
+            trials(rows)
     if status.state not in ("queued", "running") and st.session_state.get("tune_seen") != (str(job.dir), status.state):
         st.session_state.tune_seen = (str(job.dir), status.state)
         st.rerun()  # once, so the page shows the result buttons
@@ -91,7 +132,7 @@ live()
 if job is not None and not job.running() and (tuned := job.tuned_state(owner)) is not None:
     base_key, base_len = st.session_state.get("tune_base", ("", 0))
     new = tuned.session.steps[base_len:]
-    st.success(f"Tuning done: {len(new)} tuned kernels. " + ", ".join(
+    st.success(f"Tuning done: {plural(len(new), 'tuned kernel')}. " + ", ".join(
         f"{s.target} {s.get('latency_ms', float('nan')):.4f} ms" for s in new)
         + ". These are the tuner's figures (one measurement per candidate: the median of its repeats); a replay of the applied session "
           "(Sessions page) times each kernel over repeats and says whether it differs from them beyond the noise.")

@@ -14,7 +14,10 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["best_so_far", "tuning_curves_figure", "progress_figure", "candidates_figure", "candidate_scores"]
+from .axes import log_axis
+
+__all__ = ["best_so_far", "program_so_far", "tuning_curves_figure", "progress_figure", "candidates_figure",
+           "candidate_scores", "trial_table"]
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
@@ -31,6 +34,28 @@ def best_so_far(rows: Sequence[Mapping]) -> list[float | None]:
         if lat is not None and lat < best:
             best = lat
         out.append(None if best == math.inf else best)
+    return out
+
+
+def program_so_far(rows: Sequence[Mapping], tasks: Sequence[str] = ()) -> list[float | None]:
+    """After each line, the sum of every task's best so far (a line's ``best_ms`` counts too: it
+    covers records of earlier runs); None until each of ``tasks`` (or, with none given, each task
+    seen so far) has a result.
+
+    >>> rows = [{"task": "a", "latency_ms": 2.0}, {"task": "b", "latency_ms": None},
+    ...         {"task": "b", "latency_ms": 1.0}, {"task": "a", "latency_ms": 1.5}]
+    >>> program_so_far(rows)
+    [2.0, None, 3.0, 2.5]
+    >>> program_so_far(rows, tasks=["a", "b", "c"])
+    [None, None, None, None]
+    """
+    best: dict[str, float | None] = {str(t): None for t in tasks}
+    out: list[float | None] = []
+    for r in rows:
+        task = str(r.get("task"))
+        seen = [v for v in (r.get("latency_ms"), r.get("best_ms"), best.get(task)) if v is not None]
+        best[task] = min(seen) if seen else None
+        out.append(None if any(v is None for v in best.values()) else sum(best.values()))  # type: ignore[arg-type]
     return out
 
 
@@ -52,8 +77,9 @@ def _curve(fig: go.Figure, rows: Sequence[Mapping], name: str, colour: str, poin
 
 
 def _axes(fig: go.Figure, title: str) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title="hardware measurements", yaxis_title="latency (ms)",
-                      yaxis_type="log", template="plotly_white", legend={"orientation": "h", "y": -0.2},
+    ys = [y for trace in fig.data for y in (trace.y or ())]
+    fig.update_layout(title=title, xaxis_title="hardware measurements", yaxis=log_axis(ys, "latency (ms)"),
+                      template="plotly_white", legend={"orientation": "h", "y": -0.2},
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     return fig
 
@@ -67,12 +93,35 @@ def tuning_curves_figure(tuners: Mapping[str, Sequence[Mapping]], title: str = "
     return _axes(fig, title)
 
 
-def progress_figure(rows: Sequence[Mapping], title: str = "Best latency per task") -> go.Figure:
-    """A live tuning run: one curve per task, over that task's own measurements."""
-    tasks: dict[str, list[Mapping]] = {}
+def progress_figure(rows: Sequence[Mapping], title: str = "Best latency per task",
+                    tasks: Sequence[str] = ()) -> go.Figure:
+    """A live tuning run: one curve per task, over that task's own measurements, and (with more
+    than one task) the program's curve: the sum of the tasks' bests over all measurements, from
+    the point where each of ``tasks`` (or each task seen) has a result."""
+    per_task: dict[str, list[Mapping]] = {}
     for r in rows:
-        tasks.setdefault(str(r.get("task")), []).append(r)
-    return tuning_curves_figure(tasks, title)
+        per_task.setdefault(str(r.get("task")), []).append(r)
+    fig = go.Figure()
+    for i, (name, mine) in enumerate(per_task.items()):
+        _curve(fig, mine, name, _PALETTE[i % len(_PALETTE)], points=True)
+    if len(per_task) > 1 or len(tasks) > 1:
+        fig.add_trace(go.Scatter(x=list(range(1, len(rows) + 1)), y=program_so_far(rows, tasks), mode="lines",
+                                 name="program: sum of the tasks' bests",
+                                 line={"color": "black", "width": 2, "dash": "dot", "shape": "hv"},
+                                 hovertemplate="after %{x} measurements in all: %{y:.4f} ms<extra></extra>"))
+    return _axes(fig, title)
+
+
+def trial_table(rows: Sequence[Mapping]) -> list[dict]:
+    """Every measurement as a table row: task, stage, trial, layout, trace, latency and error.
+
+    >>> trial_table([{"task": "mm", "stage": "loop", "trial": 1, "trace_id": "ab", "latency_ms": None,
+    ...               "error": "build failed"}])
+    [{'task': 'mm', 'stage': 'loop', 'trial': 1, 'layout': 'current', 'trace': 'ab', 'latency ms': None, 'error': 'build failed'}]
+    """
+    return [{"task": str(r.get("task")), "stage": r.get("stage"), "trial": r.get("trial"),
+             "layout": r.get("layout") or "current", "trace": r.get("trace_id"), "latency ms": r.get("latency_ms"),
+             "error": r.get("error")} for r in rows]
 
 
 def candidate_scores(rows: Sequence[Mapping]) -> list[dict]:

@@ -3,7 +3,7 @@
 module onto the op library."""
 
 from .sources import (FORMATS, MAX_MODEL_MB, UPLOAD_FORMATS, Shapes, check_upload, export_factory, first_line,
-                      import_file, import_module, input_shapes, parse_input, read_model)
+                      import_file, import_module, input_shapes, parse_input, read_model, store_upload)
 
 __all__ = ["FORMATS", "MAX_MODEL_MB", "UPLOAD_FORMATS", "Shapes", "check_upload", "export_factory", "first_line",
-           "import_file", "import_module", "input_shapes", "parse_input", "read_model"]
+           "import_file", "import_module", "input_shapes", "parse_input", "read_model", "store_upload"]

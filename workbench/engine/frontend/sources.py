@@ -34,7 +34,7 @@ from ..graph import Graph
 from .convert import prepare, to_graph
 
 __all__ = ["MAX_MODEL_MB", "FORMATS", "UPLOAD_FORMATS", "Shapes", "import_file", "input_shapes", "import_module",
-           "export_factory", "read_model", "check_upload", "parse_input", "first_line"]
+           "export_factory", "read_model", "check_upload", "store_upload", "parse_input", "first_line"]
 
 #: a model file (with its external data) larger than this is refused before it is read
 MAX_MODEL_MB = 512
@@ -141,6 +141,20 @@ def check_upload(filename: str, data: bytes) -> None:
     if any(uses_external_data(t) for t in _get_all_tensors(_parse_onnx(data, filename))):
         raise GraphError(f"{filename} keeps its weights in a separate file: upload a single-file model "
                          "(torch.onnx.export(..., external_data=False))")
+
+
+def store_upload(filename: str, data: bytes, folder: str | Path) -> Path:
+    """Check an uploaded model (``check_upload``) and keep it in ``folder`` under a name with its
+    content's hash, written atomically, so that a session pins it like any model file (the same
+    upload is stored once; a different one never overwrites it)."""
+    from ..session import write_atomic
+
+    check_upload(filename, data)
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).stem).lstrip("_.-")[:60] or "model"
+    path = Path(folder) / f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}{Path(filename).suffix.lower()}"
+    if not path.is_file() or path.read_bytes() != data:
+        write_atomic(path, data)
+    return path
 
 
 def import_file(path: str | Path, inputs: Shapes | None = None, name: str | None = None,

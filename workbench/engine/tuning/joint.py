@@ -40,7 +40,7 @@ from .options import TuneOptions
 from .records import TuneTask
 from .runner import Measurers
 
-__all__ = ["Candidate", "JointResult", "layout_space", "joint_tune"]
+__all__ = ["Candidate", "JointResult", "layout_space", "candidates_scored", "joint_tune"]
 
 _TILES = (1, 2, 4, 7, 8, 14, 16, 28, 32)
 _CHANNELS = (1, 2, 3, 4, 8, 16, 32, 64)
@@ -202,6 +202,23 @@ def _pick(space: list[Candidate], scored: dict[Candidate, float], rng: random.Ra
     return min(zip(pred, near), key=lambda pc: (round(float(pc[0]), 3), prior(pc[1], lanes)))[1]
 
 
+def _per_candidate(budget: int, options: TuneOptions) -> int:
+    return max(1, min(options.per_candidate, budget - 1))  # never more than the budget in all
+
+
+def candidates_scored(budget: int, options: TuneOptions, space: int) -> int:
+    """How many of ``space`` layout candidates a joint tuning of ``budget`` measurements scores
+    (its ``joint_fraction`` share, ``per_candidate`` measurements each, at least one: the
+    default layout), the rest of the budget going to the loop-only stage.
+
+    >>> candidates_scored(64, TuneOptions(), 40), candidates_scored(2, TuneOptions(), 40)
+    (19, 1)
+    """
+    per_candidate = _per_candidate(budget, options)
+    joint_budget = min(budget - 1, max(per_candidate, int(round(budget * options.joint_fraction))))
+    return max(1, min(space, joint_budget // per_candidate))
+
+
 def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int,
                options: TuneOptions = TuneOptions(), *,
                on_candidate: Callable[[Candidate, float | None], None] | None = None,
@@ -223,9 +240,8 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     rng = random.Random(options.seed)
     lanes = vector_unit(target).lanes
     space = layout_space(graph, op, lanes)
-    per_candidate = max(1, min(options.per_candidate, budget - 1))  # never more than the budget in all
-    joint_budget = min(budget - 1, max(per_candidate, int(round(budget * options.joint_fraction))))
-    n_cand = max(1, min(len(space), joint_budget // per_candidate))
+    per_candidate = _per_candidate(budget, options)
+    n_cand = candidates_scored(budget, options, len(space))
     scored: dict[Candidate, float] = {}
     results: dict[Candidate, Any] = {}
     used = 0

@@ -24,9 +24,11 @@ from typing import Any, Iterable, Mapping, Sequence
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
+from ..words import duration, plural
 from .records import latency_ms, plain, short_error
 
-__all__ = ["read_progress", "repair_jsonl", "ProgressWriter", "TaskBest", "ProgressSummary", "summarize_progress"]
+__all__ = ["read_progress", "repair_jsonl", "ProgressWriter", "TaskBest", "ProgressSummary", "summarize_progress",
+           "Pace", "pace"]
 
 
 def repair_jsonl(path: Path) -> None:
@@ -126,7 +128,7 @@ class ProgressSummary:
             return "no result yet"
         done = [t for t in self.tasks if t.best_ms is not None]
         top = sorted(done, key=lambda t: -(t.best_ms or 0.0))[:_HEADLINE_TASKS]  # the costliest say most
-        text = (f"best per task summed: {self.sum_ms:.4f} ms over {len(done)} task{'s' * (len(done) > 1)} ("
+        text = (f"best per task summed: {self.sum_ms:.4f} ms over {plural(len(done), 'task')} ("
                 + ", ".join(f"{t.task} {t.best_ms:.4f}" for t in top) + ", ..." * (len(done) > len(top)) + ")")
         if self.pending:
             text += f"; {len(self.pending)} of {len(self.tasks)} tasks without a result yet"
@@ -164,6 +166,48 @@ def summarize_progress(rows: Iterable[Mapping[str, Any]], tasks: Sequence[str] =
         best[task] = min(seen) if seen else None
     order = [*counts, *(t for t in best if t not in counts)]  # measured first, in the order measured
     return ProgressSummary(tuple(TaskBest(t, best[t], *counts.get(t, (0, 0))) for t in order))
+
+
+########## Pace: measurements against the budget, elapsed, time left ##########
+
+@dataclass(frozen=True)
+class Pace:
+    """A run's measurements so far against its budget, the seconds since it started, and the
+    time left at the pace so far (None before the first measurement)."""
+
+    done: int
+    budget: int
+    elapsed_s: float
+
+    @property
+    def eta_s(self) -> float | None:
+        if not self.done:
+            return None
+        return self.elapsed_s / self.done * max(0, self.budget - self.done)
+
+    def text(self) -> str:
+        """One line: measurements of the budget, elapsed time, time left.
+
+        >>> print(Pace(32, 128, 64.0).text())
+        32 of 128 measurements · 1 min 4 s elapsed · about 3 min 12 s left
+        >>> print(Pace(0, 1, 3.0).text())
+        0 of 1 measurement · 3 s elapsed
+        """
+        text = f"{self.done} of {plural(self.budget, 'measurement')} · {duration(self.elapsed_s)} elapsed"
+        if self.eta_s:
+            text += f" · about {duration(self.eta_s)} left"
+        return text
+
+
+def pace(rows: Iterable[Mapping[str, Any]], budget: int, started: float, now: float | None = None) -> Pace:
+    """The pace of a run that started at ``started`` (seconds since the epoch) with ``budget``
+    measurements: the lines written since it started count (a resumed folder holds older ones).
+
+    >>> pace([{"time": 5.0}, {"time": 12.0}, {"time": 20.0}], 8, started=10.0, now=30.0)
+    Pace(done=2, budget=8, elapsed_s=20.0)
+    """
+    done = sum(1 for r in rows if float(r.get("time") or 0.0) >= started)
+    return Pace(min(done, budget), budget, max(0.0, (time.time() if now is None else now) - started))
 
 
 def _trace_id(trace_json: Any) -> str:

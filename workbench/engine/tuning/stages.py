@@ -9,21 +9,60 @@ run that was stopped loses no completed measurement.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..errors import TuneError
-from ..session import Session, replay
+from ..session import Session, State, replay
 from ..step import Step
-from .joint import Candidate, joint_tune
+from ..targets import vector_unit
+from .joint import Candidate, candidates_scored, joint_tune, layout_space
 from .loop import tune_loops
 from .options import TuneOptions, budget_shares
 from .records import TuneTask
 from .runner import Measurers
 
-__all__ = ["STAGES", "tune_session"]
+__all__ = ["STAGES", "JointShare", "joint_shares", "tune_session"]
 
 STAGES = ("joint", "loop")
+
+
+@dataclass(frozen=True)
+class JointShare:
+    """One complex op's part of a joint tuning: its ``budget`` (measurements), the layout
+    candidates its joint stage can score and how many its layout space holds (on the layouts
+    the session has now; ops tuned earlier in the run may change the later ones' spaces)."""
+
+    op: str
+    budget: int
+    candidates: int
+    space: int
+
+
+def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()) -> list[JointShare]:
+    """How a joint tuning of ``budget`` measurements splits over the state's complex ops: each
+    gets a share in proportion to its FLOPs, at least two (a joint and a loop-only measurement).
+
+    Raises
+    ------
+    TuneError
+        No complex op, or a budget under two per complex op.
+    """
+    graph, prog = state.graph, state.program
+    ops = [k.head for k in prog.plan.kernels if k.ops and graph.node(k.head).kind == "complex"]
+    if not ops:
+        raise TuneError(f"{graph.name} has no complex op to tune layouts for")
+    if budget < 2 * len(ops):
+        raise TuneError(f"a joint budget of {budget} measurements is too small for {len(ops)} complex ops "
+                        f"({', '.join(ops)}): give at least {2 * len(ops)} (two each)")
+    lanes = vector_unit(state.session.target).lanes
+    shares = budget_shares([float(graph.flops(op)) for op in ops], budget, minimum=2)
+    out = []
+    for op, share in zip(ops, shares):
+        space = len(layout_space(graph, op, lanes))
+        out.append(JointShare(op, share, candidates_scored(share, options, space), space))
+    return out
 
 
 def tune_session(session: Session, stage: str, budget: int, work_dir: Path, options: TuneOptions = TuneOptions(),
@@ -43,16 +82,10 @@ def tune_session(session: Session, stage: str, budget: int, work_dir: Path, opti
     graph, prog = state.graph, state.program
     with Measurers() as measurers:
         if stage == "joint":
-            ops = [k.head for k in prog.plan.kernels if k.ops and graph.node(k.head).kind == "complex"]
-            if not ops:
-                raise TuneError(f"{graph.name} has no complex op to tune layouts for")
-            if budget < 2 * len(ops):
-                raise TuneError(f"a joint budget of {budget} measurements is too small for {len(ops)} complex ops "
-                                f"({', '.join(ops)}): give at least {2 * len(ops)} (two each)")
-            shares = budget_shares([float(graph.flops(op)) for op in ops], budget, minimum=2)
-            for op, share in zip(ops, shares):
+            for share in joint_shares(state, budget, options):
+                op = share.op
                 hear = (lambda c, s, op=op: on_candidate(op, c, s)) if on_candidate else None
-                res = joint_tune(graph, state.book, op, session.target, work_dir / "joint" / op, share, options,
+                res = joint_tune(graph, state.book, op, session.target, work_dir / "joint" / op, share.budget, options,
                                  on_candidate=hear, measurers=measurers)
                 state = state.push(res.step())
             return state.session

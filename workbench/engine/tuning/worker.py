@@ -370,6 +370,13 @@ class Job:
         spec = _read_json(self.dir / "spec.json")
         return _KINDS.get(spec.get("kind", "tasks") if isinstance(spec, dict) else "tasks", "tuning")
 
+    @property
+    def budget(self) -> int | None:
+        """The measurements a tuning job was given (None for a replay job or an unreadable spec)."""
+        spec = _read_json(self.dir / "spec.json")
+        budget = spec.get("budget") if isinstance(spec, dict) else None
+        return int(budget) if isinstance(budget, int) else None
+
     def _check_owner(self, owner: str | None, what: str) -> None:
         if self.owner is not None and owner != self.owner:
             raise TuneError(f"this {self.kind} job belongs to another tab: only that tab can {what} it")

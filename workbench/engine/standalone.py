@@ -1,0 +1,130 @@
+"""A replayed program as one runnable network, next to ``kernels.so``.
+
+``replay`` writes ``network.json`` (the kernels in order, each with its argument buffers; every
+buffer's stored shape; which buffers are the graph's inputs and outputs) and ``constants.npz``
+(the weights already in their stored layouts: an imported model's own, a zoo model's seeded
+random ones, the very values the replay verified with). ``load_network(REPLAY_DIR)`` gives a
+``Network``: call it with NumPy arrays or torch tensors (passed by DLPack, with no copy, when
+they are contiguous float32), get the outputs in their original layouts. The command line is
+``python -m workbench run REPLAY_DIR --input x.npy --out y.npy``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import tvm
+
+from .errors import BuildError, SessionError
+from .lower import stored_constants
+from .program import Program, _first
+
+__all__ = ["NETWORK_FORMAT", "write_network", "load_network", "Network"]
+
+NETWORK_FORMAT = "alt-workbench-network"
+
+
+def write_network(program: Program, values: Mapping[str, np.ndarray], out_dir: str | Path) -> None:
+    """Write ``network.json`` and ``constants.npz`` of ``program`` (constants taken from
+    ``values``, e.g. ``graph.random_inputs(seed)``) into ``out_dir``."""
+    plan, graph = program.plan, program.graph
+    inputs = {b.tensor: b.name for b in plan.buffers.values() if b.source == "input"}
+    spec = {"format": NETWORK_FORMAT, "version": 1, "graph": graph.name,
+            "kernels": [{"name": k.name, "args": [*k.inputs, *k.outputs]} for k in plan.kernels],
+            "buffers": {b.name: list(b.layout.shape) for b in plan.buffers.values() if b.source != "input"},
+            "inputs": {t: {"buffer": b, "shape": list(graph.tensors[t].shape)} for t, b in inputs.items()},
+            "outputs": dict(plan.outputs)}
+    out = Path(out_dir)
+    np.savez(out / "constants.npz", **stored_constants(plan, dict(values)))
+    (out / "network.json").write_text(json.dumps(spec, indent=1) + "\n")
+
+
+@dataclass
+class Network:
+    """The whole tuned graph as one callable (see the module docstring)."""
+
+    name: str
+    inputs: dict[str, tuple[int, ...]]
+    outputs: tuple[str, ...]
+    _spec: dict
+    _lib: Any
+    _bufs: dict[str, tvm.runtime.Tensor]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Run on the inputs (by position in ``inputs`` order, or by name); return each output,
+        as torch tensors when the inputs were torch tensors, else as NumPy arrays."""
+        given = dict(zip(self.inputs, args), **kwargs)
+        if missing := [t for t in self.inputs if t not in given]:
+            raise SessionError(f"{self.name}: missing input {', '.join(missing)} (inputs: {_shapes(self.inputs)})")
+        if unknown := [t for t in given if t not in self.inputs]:
+            raise SessionError(f"{self.name}: no input named {unknown[0]!r} (inputs: {_shapes(self.inputs)})")
+        torch_in = any(type(v).__module__.startswith("torch") for v in given.values())
+        bufs = dict(self._bufs)
+        for t, v in given.items():
+            bufs[self._spec["inputs"][t]["buffer"]] = _device(v, self.inputs[t], t)
+        for b in self._spec["outputs"].values():  # fresh each call: the caller keeps what it got
+            bufs[b] = _zeros(self._spec["buffers"][b])
+        for k in self._spec["kernels"]:
+            try:
+                self._lib[k["name"]](*(bufs[a] for a in k["args"]))
+            except Exception as e:  # noqa: BLE001 - TVM raises several types
+                raise BuildError(f"kernel {k['name']} failed to run: {_first(e)}") from None
+        if torch_in:
+            import torch
+
+            return {t: torch.from_dlpack(bufs[b]) for t, b in self._spec["outputs"].items()}
+        return {t: bufs[b].numpy() for t, b in self._spec["outputs"].items()}
+
+
+def _zeros(shape: list[int]) -> tvm.runtime.Tensor:
+    return tvm.runtime.tensor(np.zeros(tuple(shape), "float32"))
+
+
+def _shapes(inputs: Mapping[str, tuple[int, ...]]) -> str:
+    return ", ".join(f"{t} {tuple(s)}" for t, s in inputs.items())
+
+
+def _device(value: Any, shape: tuple[int, ...], name: str) -> tvm.runtime.Tensor:
+    """A tensor TVM can pass: torch tensors by DLPack when contiguous float32 on the CPU."""
+    if type(value).__module__.startswith("torch"):
+        if value.dtype.is_floating_point and str(value.dtype) == "torch.float32" and value.is_contiguous() \
+                and value.device.type == "cpu":
+            tensor = tvm.runtime.from_dlpack(value.detach())
+            if tuple(tensor.shape) == tuple(shape):
+                return tensor
+        value = value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if tuple(arr.shape) != tuple(shape):
+        raise SessionError(f"input {name} has shape {tuple(arr.shape)}; the network takes {tuple(shape)}")
+    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
+        raise SessionError(f"input {name} has dtype {arr.dtype}; the network takes float32")
+    return tvm.runtime.tensor(np.ascontiguousarray(arr, dtype="float32"))
+
+
+def load_network(replay_dir: str | Path) -> Network:
+    """The network a replay wrote to ``replay_dir`` (``kernels.so``, ``network.json``,
+    ``constants.npz``). Raises ``SessionError`` naming what is missing or malformed."""
+    d = Path(replay_dir)
+    missing = [f for f in ("kernels.so", "network.json", "constants.npz") if not (d / f).is_file()]
+    if missing:
+        raise SessionError(f"{d} is not a replay folder with a runnable network: no {', '.join(missing)} "
+                           "(run `python -m workbench replay SESSION --out DIR` first)")
+    try:
+        spec = json.loads((d / "network.json").read_text())
+        ok = spec.get("format") == NETWORK_FORMAT and all(k in spec for k in ("kernels", "buffers", "inputs", "outputs"))
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        raise SessionError(f"{d / 'network.json'} is not a network description written by replay")
+    lib = tvm.runtime.load_module(str(d / "kernels.so"))
+    with np.load(d / "constants.npz") as npz:
+        consts = {k: npz[k] for k in npz.files}
+    # zeros, as ``Built.run`` gives: a padded layout's margins are read as zeros
+    bufs = {b: tvm.runtime.tensor(np.ascontiguousarray(consts[b], dtype="float32")) if b in consts
+            else _zeros(shape) for b, shape in spec["buffers"].items()}
+    return Network(spec.get("graph", d.name), {t: tuple(v["shape"]) for t, v in spec["inputs"].items()},
+                   tuple(spec["outputs"]), spec, lib, bufs)
