@@ -158,7 +158,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if a.stage == "expert":
         return _expert(a)
     from .engine.tuning import stages
-    from .engine.session import load, save
+    from .engine.session import load, replay, save
     from .engine.tuning.options import TuneOptions
     from .engine.tuning.rpc import RpcConfig
 
@@ -167,13 +167,18 @@ def cmd_tune(a: argparse.Namespace) -> int:
     work = Path(a.work_dir or Path("work") / "tune" / session.name)
     work.mkdir(parents=True, exist_ok=True)
     progress = work / "progress.jsonl"
+    options = TuneOptions(rpc=rpc, progress_path=progress, joint_fraction=a.joint_fraction, search=a.search)
+    if a.stage == "joint":  # the plan: each group of equal kernels, its share and the layouts it can score
+        for share in stages.joint_shares(replay(session), a.budget, options):
+            print(f"{share.op:>28}: {share.budget} measurements, {share.candidates} of {share.space} layout "
+                  f"candidates" + (f"; its result also for {', '.join(share.twins)}" if share.twins else ""),
+                  file=sys.stderr)
     bar = tqdm(total=a.budget, desc=f"tune {session.name} ({a.stage})", unit="meas", file=sys.stderr)
     stop = threading.Event()
     watcher = threading.Thread(target=_follow, args=(progress, bar, stop), daemon=True)
     watcher.start()
     try:
-        tuned = stages.tune_session(session, a.stage, a.budget, work, TuneOptions(
-            rpc=rpc, progress_path=progress, joint_fraction=a.joint_fraction, search=a.search))
+        tuned = stages.tune_session(session, a.stage, a.budget, work, options)
     finally:
         stop.set()
         watcher.join()

@@ -23,6 +23,17 @@ from workbench.engine.words import plural  # noqa: E402
 from workbench.pages import _state  # noqa: E402
 
 st.set_page_config(page_title="ALT Workbench", page_icon=":material/grid_view:", layout="wide")
+# Narrow windows (a laptop with the sidebar open): side-by-side panes stack instead of squeezing
+# loop nests to 30 characters a line, and table cells wrap.
+st.html("""<style>
+@media (max-width: 1100px) {
+  [data-testid="stHorizontalBlock"] { flex-wrap: wrap !important; }
+  [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {
+    flex: 1 1 100% !important; width: 100% !important; min-width: 100% !important; }
+  [data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th {
+    white-space: normal !important; overflow-wrap: anywhere; }
+}
+</style>""")
 _state.init()
 _state.keep_widgets()
 

@@ -45,6 +45,17 @@ def test_a_preset_through_the_form_changes_the_graph_layout_labels(at):
     assert at.session_state["changed"] >= {"conv", "bias", "relu"}
 
 
+def test_a_preset_on_a_tensor_that_has_a_layout_says_why_in_the_users_terms(at):
+    at.switch_page("pages/layouts.py").run()
+    at.selectbox(key="preset_name").set_value("alt_tiled").run()
+    at.selectbox(key="layout_key").set_value("conv").run()
+    at.button(key="apply_preset").click().run()
+    assert not at.error and len(session(at).steps) == 1, [e.value for e in at.error]
+    (warning,) = [w.value for w in at.warning if w.value.startswith("Not applicable")]
+    assert "conv is already" in warning and "undo the actions on conv" in warning, warning
+    assert at.button(key="apply_preset").disabled
+
+
 def test_a_hand_action_applies_one_step_and_replays_nothing(at, monkeypatch):
     from workbench.engine import session as S
 
@@ -130,9 +141,29 @@ def test_a_loop_primitive_tvm_refuses_shows_its_reason_and_changes_nothing(at):
     at.selectbox(key="loop_kernel").set_value("conv").run()
     at.selectbox(key="loop_prim").set_value("compute_inline").run()
     at.selectbox(key="la_compute_inline_block").set_value("conv").run()
+    # refused before Apply (the live check), in TVM's words, and Apply is disabled
+    assert any(w.value.startswith("compute_inline would be refused: action 0 (loop on 'conv')") and
+               "compute_inline" in w.value.split(":", 1)[1] for w in at.warning), [w.value for w in at.warning]
+    assert at.button(key="apply_loop").disabled
     at.button(key="apply_loop").click().run()
     assert session(at).steps == ()
-    assert any("compute_inline" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_the_loops_page_previews_a_primitive_and_shows_the_kernels_assembly(at):
+    at.switch_page("pages/loops.py").run()
+    at.selectbox(key="loop_kernel").set_value("conv").run()
+    at.selectbox(key="loop_prim").set_value("parallel").run()
+    at.selectbox(key="la_parallel_block").set_value("conv").run()
+    at.radio(key="nest_view").set_value("preview of parallel").run()
+    assert "+" in at.code[-1].value and "T.parallel" in at.code[-1].value and session(at).steps == ()
+    at.button(key="apply_expert").click().run()
+    at.radio(key="nest_view").set_value("assembly").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["vector FMAs"]) > 0 and metrics["widest vector"] in ("256 bit", "512 bit"), metrics
+    assert any("vfmadd" in c.value for c in at.code)  # the hot loop
+    at.radio(key="nest_view").set_value("diff from default").run()
+    assert "T.parallel" in at.code[-1].value and "+" in at.code[-1].value
 
 
 def test_save_then_open_gives_the_same_session(at):

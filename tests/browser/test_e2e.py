@@ -56,19 +56,27 @@ def server(tmp_path):
             proc.kill()
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (make browser)")
+def _launch(playwright, tmp_path: Path):
+    """Debian's Chromium, headless, with a home of its own (and the artifacts folder made)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    home = tmp_path / "home"
+    return playwright.chromium.launch(
+        executable_path=CHROMIUM, headless=True,
+        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync"],
+        env={**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+             "XDG_CACHE_HOME": str(home / ".cache")})
+
+
+needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (make browser)")
+
+
+@needs_chromium
 def test_preset_then_build_and_measure_in_chromium(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    home = tmp_path / "home"
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
-            env={**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-                 "XDG_CACHE_HOME": str(home / ".cache")})
+        browser = _launch(p, tmp_path)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             t0 = time.perf_counter()
@@ -133,19 +141,14 @@ def _vertical_runs(d_attrs: list[str]) -> list[tuple[int, float, float, float]]:
     return runs
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (make browser)")
+@needs_chromium
 def test_graph_page_draws_the_skip_connection_beside_the_main_chain(server, tmp_path):
     """r18_block's data -> add edge is drawn in a lane of its own: the longest straight run of any
     edge in the SVG, and no other edge runs within 20 px of it over the same height."""
     from playwright.sync_api import expect, sync_playwright
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    home = tmp_path / "home"
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"],
-            env={**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-                 "XDG_CACHE_HOME": str(home / ".cache")})
+        browser = _launch(p, tmp_path)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(server)
@@ -162,3 +165,35 @@ def test_graph_page_draws_the_skip_connection_beside_the_main_chain(server, tmp_
     chain = [r for r in runs if r[0] != sub and r[2] < bottom and r[3] > top]  # other edges beside the lane
     assert bottom - top > 150, runs  # the skip edge spans conv1 ... conv2_bias
     assert len(chain) >= 4 and all(abs(r[1] - x) > 20 for r in chain), (x, chain)
+
+
+#: how far the page and each element reach past the window's right edge (0: nothing overflows)
+_OVERFLOW_JS = """() => {
+    const width = document.documentElement.clientWidth;
+    const main = document.querySelector('[data-testid="stMain"]') || document.body;
+    const over = [...main.querySelectorAll('[data-testid="stColumn"], pre, table, [data-testid="stDataFrame"]')]
+        .map(e => e.getBoundingClientRect().right - width).filter(d => d > 1);
+    return {page: document.documentElement.scrollWidth - width, elements: over.length};
+}"""
+
+
+@needs_chromium
+def test_a_narrow_window_stacks_the_panes_with_no_horizontal_overflow(server, tmp_path):
+    """At 1000x700 the Loops page's side-by-side nests stack, and nothing runs past the window."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = _launch(p, tmp_path)
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 700})
+            page.goto(server)
+            page.get_by_role("heading", name="Computational graph").wait_for(timeout=60_000)
+            page.get_by_role("link", name="Loops").first.click()
+            page.get_by_text("T.prim_func").first.wait_for(timeout=30_000)
+            overflow = page.evaluate(_OVERFLOW_JS)
+            boxes = [b for b in (c.bounding_box() for c in page.get_by_test_id("stCode").all()[-2:]) if b]
+            page.screenshot(path=str(ARTIFACTS / "loops_narrow.png"), full_page=True)
+        finally:
+            browser.close()
+    assert overflow == {"page": 0, "elements": 0}, overflow
+    assert len(boxes) == 2 and boxes[1]["y"] >= boxes[0]["y"] + boxes[0]["height"] - 1, boxes  # stacked

@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .asm import innermost_loops, stack_accesses  # noqa: F401 (re-exported: the peak kernel's checks)
 from .targets import cpu_name, target_from, vector_unit
 
 __all__ = ["Ceilings", "Yardstick", "PeakKernel", "FMA_PORTS", "FMA_LATENCY", "YARDSTICK_N", "get_ceilings",
@@ -282,27 +282,6 @@ def peak_kernel_asm(target: Mapping, shape: PeakKernel | None = None) -> str:
 
     func = peak_kernel(shape or peak_kernel_shape(target), 2, 1000)
     return tvm.compile(tvm.IRModule({"main": func}), target=target_from(target)).mod.inspect_source("asm")
-
-
-_LABEL = re.compile(r"^(\.?L\w+):")
-_JUMP = re.compile(r"^\s+j\w+\s+(\.?L\w+)\s*$")
-
-
-def innermost_loops(asm: str) -> list[list[str]]:
-    """The instructions of each innermost loop of x86 assembly (AT&T syntax, as LLVM prints it):
-    a label with a jump back to it from below, and no such loop inside."""
-    lines = asm.splitlines()
-    where = {m.group(1): i for i, ln in enumerate(lines) if (m := _LABEL.match(ln))}
-    loops = [(where[m.group(1)], j) for j, ln in enumerate(lines)
-             if (m := _JUMP.match(ln)) and where.get(m.group(1), j + 1) < j]
-    inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
-    return [[ln.strip() for ln in lines[a + 1:b + 1] if ln.strip() and not ln.strip().startswith((".", "#"))]
-            for a, b in inner]
-
-
-def stack_accesses(instructions: list[str]) -> list[str]:
-    """The instructions that load or store through the stack (a spill, in a hot loop)."""
-    return [i for i in instructions if "(%rsp)" in i or "(%rbp)" in i or "(%esp)" in i]
 
 
 def _peak_gflops(target: Mapping, shape: PeakKernel, cores: int) -> float:

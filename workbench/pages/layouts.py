@@ -29,6 +29,17 @@ def _describe(key: str, lay) -> dict:
             "access": access_text(lay)}
 
 
+def _preset_refusal(acts: list[Step], target: str, error: WorkbenchError) -> str:
+    """Why a preset does not apply, in the user's terms: a preset rewrites the original layouts,
+    so tensors that already have one (an earlier preset or primitive) refuse its primitives."""
+    laid = [k for k in dict.fromkeys(a.target for a in acts) if book.get(k) is not None]
+    if not laid:
+        return str(error)
+    return (f"{', '.join(f'{k} is already {current(graph, book, k).label}' for k in laid)}; a preset starts from "
+            f"the original layouts, so undo the actions on {', '.join(laid)} first (the preset's own primitives "
+            f"would not fit: {error})")
+
+
 keys = layout_keys(graph)
 sel = _state.selected()
 default = keys.index(sel) if sel in keys else (keys.index("conv") if "conv" in keys else 0)
@@ -38,7 +49,8 @@ lay = current(graph, book, key)
 st.markdown(f"Current layout of **{key}**: `{lay.label}`, stored shape `{list(lay.shape)}` "
             f"(logical `{list(lay.logical)}`)")
 
-prim_tab, preset_tab = st.tabs(["Primitive", "Preset"])
+# keyed, so the tab in use stays open when an Apply reruns the page
+prim_tab, preset_tab = st.tabs(["Primitive", "Preset"], key="layout_tab", on_change="rerun")
 
 with prim_tab:
     prim = st.selectbox("Primitive", list(PRIMITIVES), key="layout_prim",
@@ -75,6 +87,7 @@ with preset_tab:
                           key="preset_target")
     params: dict = {}
     pcols = st.columns(max(1, len(preset.defaults)))
+    acts = []
     try:
         for col, (p, d) in zip(pcols, preset.defaults.items()):
             with col:
@@ -94,7 +107,7 @@ with preset_tab:
                    f"{plural(len(plan.kernels), 'kernel')}")
         ok = True
     except WorkbenchError as e:
-        st.warning(f"Not applicable: {e}", icon=":material/warning:")
+        st.warning(f"Not applicable: {_preset_refusal(acts, target, e)}", icon=":material/warning:")
         ok = False
     st.button(f"Apply preset {name}", key="apply_preset", type="primary", disabled=not ok, on_click=_state.act,
               args=(lambda s: s.push(Step.make("preset", target, name, **params)),

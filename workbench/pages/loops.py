@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.loops import PRIMITIVES, diff
+from workbench.engine.loops import PRIMITIVES, diff, script
 from workbench.engine.step import Step
 from workbench.engine.views import nest_view
 from workbench.engine.errors import WorkbenchError
-from workbench.pages import _state
+from workbench.pages import _code, _state
 from workbench.pages._forms import FormContext, primitive_form
 
 st.title("Loops")
@@ -42,11 +42,17 @@ except WorkbenchError as e:
     st.stop()
 
 after = view.script
+try:  # the live check: what Apply would do, or why it would be refused
+    step = Step.make("loop", kernel, prim, **args)
+    preview, refused = nest_view(state.push(step), kernel).script, None
+except WorkbenchError as e:
+    step, preview, refused = None, None, str(e)
+if refused:
+    st.warning(f"{prim} would be refused: {refused}", icon=":material/block:")
 
 
 def _apply_loop() -> None:
-    if _state.act(lambda s: s.push(Step.make("loop", kernel, prim, **args)),
-                  f"{prim} applied to {kernel}"):
+    if _state.act(lambda s: s.push(step), f"{prim} applied to {kernel}"):
         st.session_state.setdefault("loop_before", {})[kernel] = after
 
 
@@ -56,16 +62,24 @@ def _apply_expert() -> None:
 
 
 apply_col, expert_col = st.columns(2)
-apply_col.button(f"Apply {prim}", key="apply_loop", type="primary", on_click=_apply_loop)
+apply_col.button(f"Apply {prim}", key="apply_loop", type="primary", on_click=_apply_loop, disabled=refused is not None)
 expert_col.button("Expert schedule", key="apply_expert", icon=":material/bolt:", on_click=_apply_expert,
                   disabled=state.schedule(kernel).kind != "default",
                   help="Register-blocked loop steps sized for the target's vector unit (NeoCPU / oneDNN / BLIS "
                        "style), applied as ordinary loop actions you can read, edit, undo and export.")
 
 before = st.session_state.get("loop_before", {}).get(kernel, after)
-shown = st.radio("Loop nest", ["side by side", "diff"], horizontal=True, key="nest_view")
+shown = st.radio("Loop nest", ["side by side", "diff", f"preview of {prim}", "diff from default", "assembly"],
+                 horizontal=True, key="nest_view")
 if shown == "diff":
     st.code(diff(before, after) or "(no change yet)", language="diff")
+elif shown.startswith("preview"):
+    st.caption(f"The nest if you apply {prim} with these arguments, as a diff from the current one.")
+    st.code(diff(after, preview) or "(no change)" if preview is not None else f"refused: {refused}", language="diff")
+elif shown == "diff from default":
+    st.code(diff(script(state.program.funcs[kernel]), after) or "(the default schedule)", language="diff")
+elif shown == "assembly":
+    _code.assembly(state, kernel)
 else:
     left, right = st.columns(2)
     left.caption("before the last primitive")

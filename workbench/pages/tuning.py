@@ -46,7 +46,8 @@ if stage == "joint":
                        + ": the joint stage cannot compare layouts there. Raise the budget or the joint share.")
         else:
             st.caption("Layout candidates scored: " + ", ".join(
-                f"{s.op} {s.candidates} of {s.space}" for s in shares) + ".")
+                f"{s.op} {s.candidates} of {s.space}" + (f" (its result also for {', '.join(s.twins)})" if s.twins
+                                                         else "") for s in shares) + ".")
 
 
 def job_dir() -> Path:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from .axes import log_axis
+
 if TYPE_CHECKING:
     from workbench.engine.ceilings import Ceilings
     from workbench.engine.footprint import Profile
@@ -33,9 +35,12 @@ def footprint_figure(profile: "Profile", ceilings: "Ceilings | None" = None, tit
     for cache, size in caches.items():
         fig.add_hline(y=size, line={"color": _CACHE_COLOURS.get(cache, "#777"), "dash": "dash"},
                       annotation_text=f"{cache} {size // 1024} KiB", annotation_position="top right")
+    ys = [y for tr in fig.data for y in tr.y] + list(caches.values())
+    # long loop names go on a slanted axis with room of its own, so the plot keeps its height
     fig.update_layout(title=title or f"{profile.kernel}: footprint of one iteration per loop level",
-                      yaxis={"type": "log", "title": "bytes"}, xaxis_title="loop (outermost first)",
-                      template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 80})
+                      yaxis=log_axis(ys, "bytes"), height=460,
+                      xaxis={"title": "loop (outermost first)", "tickangle": -35, "automargin": True},
+                      template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 40})
     return fig
 
 
@@ -51,6 +56,7 @@ def misses_figure(profiles: Mapping[str, "Profile"], title: str = "Estimated cac
                              + [prof.misses[c]["misses (prefetch-aware)"] for c in caches], name=name,
                              customdata=bounds, hovertemplate="%{x}: %{y:,} misses (%{customdata})<extra>"
                              + name + "</extra>"))
-    fig.update_layout(title=title, barmode="group", yaxis={"type": "log", "title": "misses per kernel call"},
+    fig.update_layout(title=title, barmode="group",
+                      yaxis=log_axis([y for tr in fig.data for y in tr.y], "misses per kernel call"),
                       template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 60})
     return fig

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
+from .axes import log_axis
+
 if TYPE_CHECKING:
     from workbench.engine.ceilings import Ceilings
     from workbench.engine.roofline import RooflinePoint
@@ -51,7 +53,8 @@ def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
         colour = _COLOURS[kernels.index(p.kernel) % len(_COLOURS)]
         note = p.roof_note(ceilings)  # over 100%: why (its data sits in a cache)
         fig.add_trace(go.Scatter(
-            x=[p.intensity], y=[p.gflops], mode="markers", name=f"{p.kernel} · {p.variant}" if p.variant else p.kernel,
+            x=[p.intensity], y=[p.gflops], mode="markers+text", text=[p.kernel], textposition="top center",
+            textfont={"size": 10, "color": colour}, name=f"{p.kernel} · {p.variant}" if p.variant else p.kernel,
             legendgroup=p.kernel, marker={"color": colour, "size": 13, "line": {"width": 1, "color": "#fff"},
                                           "symbol": _SYMBOLS[variants.index(p.variant) % len(_SYMBOLS)]},
             hovertemplate=(f"<b>{p.kernel}</b> {p.variant}<br>%{{x:.2f}} FLOP/byte<br>%{{y:.2f}} GFLOP/s<br>"
@@ -64,9 +67,9 @@ def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
             hovertemplate=f"<b>{y.label}</b> (library, {y.threads} threads)<br>%{{y:.1f}} GFLOP/s<extra></extra>"))
     ymin = min([p.gflops for p in shown] + [lo * ceilings.bandwidth_gbs]) / 2
     ytop = max([ceilings.peak_gflops] + [y.gflops for y in refs])  # a library may beat the measured roof
-    fig.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte, compulsory traffic)"},
-                      yaxis={"type": "log", "title": "GFLOP/s",  # the roof on top, not the extended bandwidth line
-                             "range": [math.log10(ymin), math.log10(ytop * 3)]},
+    fig.update_layout(title=title, xaxis=log_axis([lo, hi], "arithmetic intensity (FLOP/byte, compulsory traffic)"),
+                      # the roof on top, not the extended bandwidth line
+                      yaxis=log_axis([ymin, ytop * 3], "GFLOP/s", range=[math.log10(ymin), math.log10(ytop * 3)]),
                       template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 50, "b": 50})
     return fig

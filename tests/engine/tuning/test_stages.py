@@ -36,3 +36,39 @@ def test_bad_stage_and_budget_are_refused(tmp_path, gmm_session):
 def test_a_tuned_step_with_a_foreign_trace_is_refused(gmm_session):
     with pytest.raises(SessionError, match="action 0"):
         replay(gmm_session).push(Step.make("tuned", "nope", "tuned", trace=[[], []]))
+
+
+def _twin_convs(path):
+    """x -> conv -> relu -> conv -> relu, the two convs alike (8 -> 8 channels, 3x3, pad 1), as ONNX."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(0)
+    ws = [numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype("float32"), f"w{i}") for i in (1, 2)]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "twins", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 10, 10])], ws)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_ops_with_equal_kernels_are_tuned_once_and_share_the_result(tmp_path):
+    from workbench.engine import zoo
+    from workbench.engine.tuning.stages import joint_shares, twin_groups
+
+    spec, _ = zoo.file_model(str(_twin_convs(tmp_path / "twins.onnx")))
+    session = new_session(spec)
+    state = replay(session)
+    (group,) = twin_groups(state)
+    assert len(group) == 2
+    (share,) = joint_shares(state, 4)
+    assert share.op == group[0] and share.twins == (group[1],) and share.budget == 4
+    tuned = tune_session(session, "joint", 4, tmp_path / "wd")
+    steps = [s for s in tuned.steps if s.kind == "tuned"]
+    assert [s.target for s in steps] == group
+    assert steps[1].get("measurements") == 0 and steps[1].get("stage") == f"joint+loop (from {group[0]})"
+    assert steps[1].get("trace") == steps[0].get("trace")
+    done = replay(loads(dumps(tuned)))
+    assert all(done.schedule(done.home_kernel(op)).kind == "tuned" for op in group)
+    assert done.scheduled_program().build().verify().ok

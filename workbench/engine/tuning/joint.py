@@ -129,12 +129,15 @@ class JointResult:
     scores: list[tuple[Candidate, float | None]] = field(default_factory=list)
     measurements: int = 0
 
-    def step(self) -> Step:
-        """The session step that applies this result: the chosen layout, then the tuned trace."""
-        layout = self.best.step(self.op)
-        return Step.make("tuned", self.op, "tuned", stage="joint+loop",
+    def step(self, twin: str | None = None) -> Step:
+        """The session step that applies this result: the chosen layout, then the tuned trace;
+        with ``twin``, to that op instead (one whose kernel equals this op's: it shares the
+        result, with no measurement of its own)."""
+        op = twin or self.op
+        layout = self.best.step(op)
+        return Step.make("tuned", op, "tuned", stage="joint+loop" if twin is None else f"joint+loop (from {self.op})",
                          layouts=[layout.to_json()] if layout else [], trace=self.trace,
-                         latency_ms=self.best_ms, measurements=self.measurements)
+                         latency_ms=self.best_ms, measurements=self.measurements if twin is None else 0)
 
 
 def _distance(a: Candidate, b: Candidate) -> float:

@@ -13,17 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..errors import TuneError
+from ..errors import TuneError, WorkbenchError
 from ..session import Session, State, replay
 from ..step import Step
 from ..targets import vector_unit
-from .joint import Candidate, candidates_scored, joint_tune, layout_space
+from .joint import Candidate, JointResult, candidates_scored, joint_tune, layout_space
 from .loop import tune_loops
 from .options import TuneOptions, budget_shares
 from .records import TuneTask
 from .runner import Measurers
 
-__all__ = ["STAGES", "JointShare", "joint_shares", "tune_session"]
+__all__ = ["STAGES", "JointShare", "twin_groups", "joint_shares", "tune_session"]
 
 STAGES = ("joint", "loop")
 
@@ -38,40 +38,80 @@ class JointShare:
     budget: int
     candidates: int
     space: int
+    #: ops whose kernels equal this op's (same computation, shapes and fused epilogue): they take
+    #: its result instead of a tuning of their own
+    twins: tuple[str, ...] = ()
+
+
+def twin_groups(state: State) -> list[list[str]]:
+    """The state's complex ops (in kernel order) grouped by kernel: ops whose unscheduled
+    kernels are structurally equal (ResNet-18's repeated blocks) form one group, first op first."""
+    import tvm
+
+    graph, prog = state.graph, state.program
+    kernels = {k.head: k.name for k in prog.plan.kernels if k.ops and graph.node(k.head).kind == "complex"}
+    groups: list[list[str]] = []
+    for op, name in kernels.items():
+        func = prog.funcs[name].with_attr("global_symbol", "k")  # the kernel's own name does not count
+        for group in groups:
+            if tvm.ir.structural_equal(prog.funcs[kernels[group[0]]].with_attr("global_symbol", "k"), func):
+                group.append(op)
+                break
+        else:
+            groups.append([op])
+    return groups
 
 
 def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()) -> list[JointShare]:
-    """How a joint tuning of ``budget`` measurements splits over the state's complex ops: each
-    gets a share in proportion to its FLOPs, at least two (a joint and a loop-only measurement).
+    """How a joint tuning of ``budget`` measurements splits over the state's complex ops: ops
+    with equal kernels are tuned once (``twin_groups``), and each group gets a share in
+    proportion to its FLOPs (all its ops'), at least two (a joint and a loop-only measurement).
 
     Raises
     ------
     TuneError
-        No complex op, or a budget under two per complex op.
+        No complex op, or a budget under two per group.
     """
-    graph, prog = state.graph, state.program
-    ops = [k.head for k in prog.plan.kernels if k.ops and graph.node(k.head).kind == "complex"]
-    if not ops:
+    graph = state.graph
+    groups = twin_groups(state)
+    if not groups:
         raise TuneError(f"{graph.name} has no complex op to tune layouts for")
-    if budget < 2 * len(ops):
+    if budget < 2 * len(groups):
+        ops = [g[0] for g in groups]
         raise TuneError(f"a joint budget of {budget} measurements is too small for {len(ops)} complex ops "
                         f"({', '.join(ops)}): give at least {2 * len(ops)} (two each)")
     lanes = vector_unit(state.session.target).lanes
-    shares = budget_shares([float(graph.flops(op)) for op in ops], budget, minimum=2)
+    shares = budget_shares([float(sum(graph.flops(op) for op in g)) for g in groups], budget, minimum=2)
     out = []
-    for op, share in zip(ops, shares):
+    for (op, *twins), share in zip(groups, shares):
         space = len(layout_space(graph, op, lanes))
-        out.append(JointShare(op, share, candidates_scored(share, options, space), space))
+        out.append(JointShare(op, share, candidates_scored(share, options, space), space, tuple(twins)))
     return out
+
+
+def _take_twin(state: State, res: JointResult, twin: str) -> State:
+    """``twin`` with the result of the op it equals; when the layouts chosen so far changed its
+    kernel so that the trace no longer applies, the same layout on its expert schedule."""
+    try:
+        return state.push(res.step(twin))
+    except WorkbenchError:
+        pass
+    try:
+        step = res.best.step(twin)
+        laid = state.push(step) if step else state
+        return laid.with_expert_schedule(laid.home_kernel(twin))
+    except WorkbenchError:  # left on its current layout and schedule: the session stays valid
+        return state
 
 
 def tune_session(session: Session, stage: str, budget: int, work_dir: Path, options: TuneOptions = TuneOptions(),
                  *, on_candidate: Callable[[str, Candidate, float | None], None] | None = None) -> Session:
     """Tune and return the session with the results applied as ``tuned`` steps.
 
-    ``joint``: each complex op gets a share of ``budget`` in proportion to its FLOPs (at least
-    two: a joint and a loop-only measurement) and a joint stage, in order, each on the layouts
-    the ones before chose; ``on_candidate(op, candidate, best_ms)`` hears of every layout
+    ``joint``: complex ops with equal kernels are tuned once (``joint_shares``), each group
+    getting a share of ``budget`` in proportion to its FLOPs (at least two: a joint and a
+    loop-only measurement) and a joint stage, in order, each on the layouts the ones before
+    chose; the group's other ops take its result; ``on_candidate(op, candidate, best_ms)`` hears of every layout
     candidate scored. ``loop``: one loop-only stage over every kernel."""
     if stage not in STAGES:
         raise TuneError(f"stage must be one of {STAGES}, got {stage!r}")
@@ -79,15 +119,17 @@ def tune_session(session: Session, stage: str, budget: int, work_dir: Path, opti
         raise TuneError(f"budget must be a positive number of measurements, got {budget}")
     work_dir = Path(work_dir)
     state = replay(session)
-    graph, prog = state.graph, state.program
+    prog = state.program
     with Measurers() as measurers:
         if stage == "joint":
             for share in joint_shares(state, budget, options):
                 op = share.op
                 hear = (lambda c, s, op=op: on_candidate(op, c, s)) if on_candidate else None
-                res = joint_tune(graph, state.book, op, session.target, work_dir / "joint" / op, share.budget, options,
-                                 on_candidate=hear, measurers=measurers)
+                res = joint_tune(state.graph, state.book, op, session.target, work_dir / "joint" / op, share.budget,
+                                 options, on_candidate=hear, measurers=measurers)
                 state = state.push(res.step())
+                for twin in share.twins:
+                    state = _take_twin(state, res, twin)
             return state.session
         tasks = [TuneTask(k.name, prog.funcs[k.name], max(prog.flops.get(k.name, 0), 1)) for k in prog.plan.kernels]
         results = tune_loops(tasks, session.target, work_dir / "loop", budget, options, stage="loop",
