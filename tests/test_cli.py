@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 import os
 import subprocess
 import sys
@@ -111,7 +112,7 @@ def test_a_mismatch_exits_with_1(monkeypatch, tmp_path, capsys):
 
 def test_help_lists_every_command():
     text = cli.parser().format_help()
-    for command in ("replay", "export", "tune", "bench", "ceilings", "import"):
+    for command in ("replay", "export", "tune", "bench", "ceilings", "import", "run"):
         assert command in text
 
 
@@ -120,8 +121,12 @@ def test_tune_joint_writes_a_session_that_replays_to_the_tuned_kernels(tmp_path)
     trace, and replays (no tuning) to kernels that match the reference."""
     out = tmp_path / "c1d_tuned.json"
     r = run("tune", str(ROOT / "sessions" / "c1d.json"), "--stage", "joint", "--budget", "6",
-            "--work-dir", str(tmp_path / "work"), "--out", str(out))
+            "--work-dir", str(tmp_path / "work"), "--out", str(out), "--profile")
     assert r.returncode == 0, r.stderr
+    assert "conv: 6 measurements, " in r.stderr and " layout candidates" in r.stderr  # the plan, first
+    # where the time went: the profiler's scopes, each with its share and seconds per measurement
+    table = r.stdout.split("where a measurement's time goes (MetaSchedule's profiler, 6 measurements", 1)[1]
+    assert len(re.findall(r"\d+\.\d\d s +\d+\.\d% +\d+\.\d{3} s/measurement", table)) >= 3, table
     tuned = json.loads(out.read_text())
     acts = [a for a in tuned["actions"] if a["kind"] == "tuned"]
     assert len(acts) == 1 and acts[0]["op"] == "conv" and acts[0]["latency_ms"] > 0 and acts[0]["trace"]

@@ -177,18 +177,44 @@ def cmd_tune(a: argparse.Namespace) -> int:
     stop = threading.Event()
     watcher = threading.Thread(target=_follow, args=(progress, bar, stop), daemon=True)
     watcher.start()
+    profiler = None
     try:
-        tuned = stages.tune_session(session, a.stage, a.budget, work, options)
+        if a.profile:
+            from tvm.s_tir.meta_schedule import Profiler
+
+            with Profiler() as profiler:
+                tuned = stages.tune_session(session, a.stage, a.budget, work, options)
+        else:
+            tuned = stages.tune_session(session, a.stage, a.budget, work, options)
     finally:
         stop.set()
         watcher.join()
         bar.close()
+    if profiler is not None:
+        print(cost_breakdown(profiler.get(), a.budget))
     out = Path(a.out) if a.out else Path(a.session).with_name(f"{Path(a.session).stem}_tuned.json")
     save(tuned, out)
     for step in tuned.steps[len(session.steps):]:
         print(f"{step.target:>28}: {step.get('latency_ms', float('nan')):9.4f} ms ({step.get('stage')})")
     print(f"tuned session written to {out}")
     return 0
+
+
+def cost_breakdown(seconds: dict[str, float], measurements: int, top: int = 12) -> str:
+    """MetaSchedule's profiler scopes as a table: seconds, share of the total, seconds per
+    measurement (the search's scopes, the builder's and the runner's waits, ...).
+
+    >>> print(cost_breakdown({"Total": 10.0, "EvoSearch": 8.0, "SendToRunner": 1.0}, 5))
+    where a measurement's time goes (MetaSchedule's profiler, 5 measurements, 10.0 s):
+                                  EvoSearch     8.00 s   80.0%   1.600 s/measurement
+                               SendToRunner     1.00 s   10.0%   0.200 s/measurement
+    """
+    total = seconds.get("Total") or max(seconds.values(), default=0.0) or 1.0
+    rows = sorted(((k, v) for k, v in seconds.items() if k != "Total"), key=lambda kv: -kv[1])[:top]
+    lines = [f"where a measurement's time goes (MetaSchedule's profiler, {measurements} measurements, {total:.1f} s):"]
+    lines += [f"{k:>43} {v:8.2f} s {100 * v / total:6.1f}% {v / max(1, measurements):7.3f} s/measurement"
+              for k, v in rows]
+    return "\n".join(lines)
 
 
 def _expert(a: argparse.Namespace) -> int:
@@ -207,6 +233,8 @@ def _expert(a: argparse.Namespace) -> int:
 def cmd_bench(a: argparse.Namespace) -> int:
     from .engine import bench
 
+    if a.suite == "networks":
+        return _bench_networks(a)
     suite = bench.load_suite(a.suite)
     if a.only:
         names = set(a.only.split(","))
@@ -236,6 +264,32 @@ def cmd_bench(a: argparse.Namespace) -> int:
             out / f"curves_{name}.html", include_plotlyjs="cdn")
     print((out / "results.md").read_text())
     return 0 if all(r.verified for r in rows) else 1
+
+
+def _bench_networks(a: argparse.Namespace) -> int:
+    """``bench --suite networks``: the built-in networks end to end (``engine.netbench``)."""
+    from .engine import netbench
+
+    names = tuple(a.only.split(",")) if a.only else netbench.NETWORK_NAMES
+    if unknown := [n for n in names if n not in netbench.NETWORK_NAMES]:
+        raise WorkbenchError(f"--only: no network {unknown[0]!r}; the networks: {', '.join(netbench.NETWORK_NAMES)}")
+    out = Path(a.out)
+    bar = tqdm(total=len(names) * 7, desc="bench networks", file=sys.stderr)
+
+    def step(msg: str) -> None:
+        bar.set_postfix_str(msg)
+        bar.update(1)
+
+    rows = netbench.run_network_bench(names, a.budget, out, _target(a.target) or dict(DEFAULT_TARGET), on_step=step)
+    bar.close()
+    print((out / "networks.md").read_text())
+    errors = [f"{r['network']} {k[:-6]}: {v}" for r in rows for k, v in r.items() if k.endswith("_error")]
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    bad = [r["network"] for r in rows if r["max_abs_err"] is None or r["max_abs_err"] > 1e-4 * max(1.0, r["reference_max_abs"])]
+    for name in bad:
+        print(f"error: {name}: ours differs from PyTorch", file=sys.stderr)
+    return 0 if not errors and not bad else 1
 
 
 def cmd_ceilings(a: argparse.Namespace) -> int:
@@ -325,9 +379,14 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--search", choices=["model", "random"], default="model")
     t.add_argument("--work-dir", help="MetaSchedule databases and progress (default work/tune/NAME)")
     t.add_argument("--out", help="tuned session file (default SESSION_tuned.json)")
+    t.add_argument("--profile", action="store_true",
+                   help="print where the time went (search, build, run: MetaSchedule's profiler scopes)")
     t.set_defaults(fn=cmd_tune)
     b = sub.add_parser("bench", help="joint tuner vs MetaSchedule vs PyTorch on single operators")
-    b.add_argument("--suite", default="benchmarks/suite.json")
+    b.add_argument("--suite", default="benchmarks/suite.json",
+                   help="a suite of single operators (JSON), or 'networks': ResNet-18, MobileNet-V2 and a BERT "
+                        "encoder layer end to end against PyTorch, TVM's Relax pipeline (untuned and MetaSchedule) "
+                        "and ONNX Runtime")
     b.add_argument("--budget", type=int, default=64)
     b.add_argument("--only", help="comma-separated workload names")
     b.add_argument("--search", choices=["model", "random"], default="model")

@@ -88,3 +88,23 @@ def test_a_tiny_bench_remeasures_every_contender(tmp_path):
     pct = 100 * 2 * 64 ** 3 / (row.joint_ms * 1e6) / row.peak_gflops
     assert 0 < row.joint_s_per_measurement < 60 and row.flops == 2 * 64 ** 3 and float(saved["pct_peak"]) == pytest.approx(pct, rel=1e-3)
     assert "joint ms (tuning)" in (tmp_path / "results.md").read_text()
+
+
+def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pytorch(tmp_path):
+    """A short BERT layer (sequence 4) with tiny budgets: each contender timed, each output
+    compared with PyTorch's, the issue's columns written."""
+    import csv
+
+    from workbench.engine.netbench import NETWORK_COLUMNS, run_network_bench
+
+    rows = run_network_bench(("bert_layer",), 16, tmp_path, {"kind": "llvm", "num-cores": 2},
+                             options={"bert_layer": {"seq": 4}}, rounds=2)
+    (row,) = rows
+    assert not [k for k in row if k.endswith("_error")], row
+    assert all(row[f"{k}_ms"] > 0 for k in ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime"))
+    scale = max(1.0, row["reference_max_abs"])
+    assert row["max_abs_err"] < 1e-4 * scale and row["tvm_untuned_err"] < 1e-3 * scale
+    assert row["ours_vs_torch"] == pytest.approx(row["torch_ms"] / row["ours_ms"])
+    with (tmp_path / "networks.csv").open() as f:
+        assert next(csv.reader(f))[:len(NETWORK_COLUMNS)] == list(NETWORK_COLUMNS)
+    assert "ours vs TVM Relax + MetaSchedule" in (tmp_path / "networks.md").read_text()

@@ -127,6 +127,18 @@ class Built:
                 raise BuildError(f"kernel {k.name} failed to run: {_first(e)}") from None
         return {name: b.numpy() for name, b in bufs.items()}
 
+    def runner(self, values: Mapping[str, np.ndarray]) -> Callable[[], None]:
+        """A call that runs every kernel in order on buffers made once from ``values`` (to time
+        the whole program; read nothing back)."""
+        bufs = self._buffers(values)
+        calls = [(self.rt[k.name], [bufs[b] for b in k.inputs + k.outputs]) for k in self.program.plan.kernels]
+
+        def run() -> None:
+            for fn, args in calls:
+                fn(*args)
+
+        return run
+
     def _buffers(self, values: Mapping[str, np.ndarray]) -> dict[str, tvm.runtime.Tensor]:
         plan, dev = self.program.plan, tvm.cpu()
         host = {b.name: values[b.tensor] for b in plan.buffers.values() if b.source == "input"}

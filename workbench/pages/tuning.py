@@ -22,9 +22,10 @@ from workbench.viz.tuning import candidate_scores, candidates_figure, progress_f
 st.title("Auto-tuning")
 session = _state.session()
 _state.show_messages()
-st.caption("The joint stage explores layout candidates of each complex op (ALT's templates), scoring each by a "
-           "short loop tuning, then tunes loops on the best; the loop-only stage runs MetaSchedule on the "
-           "current layouts. Budgets count hardware measurements. Tuning runs in a worker process.")
+st.caption("The joint stage explores layout candidates of each complex op (ALT's templates), scoring each by its "
+           "expert schedule (one measurement) plus the conversions it adds, then tunes loops on the best, starting "
+           "from the expert schedule; ops with equal kernels are tuned once. The loop-only stage runs MetaSchedule "
+           "on the current layouts. Budgets count hardware measurements. Tuning runs in a worker process.")
 
 c1, c2, c3, c4 = st.columns(4)
 # values live in _state.KEPT_WIDGETS, so they survive a visit to another page

@@ -1,0 +1,222 @@
+"""The end-to-end benchmark behind ``python -m workbench bench --suite networks``: each built-in
+network (ResNet-18, MobileNet-V2, a BERT-base encoder layer; batch 1), in one run on one machine:
+
+- ``ours``: the joint layout+loop tuner over the whole graph at a total budget of B measurements
+  (equal kernels tuned once, the budget shared by FLOPs: ``stages.tune_session``), the replayed
+  program run kernel after kernel;
+- ``torch``: PyTorch eager (no autograd), the faster of NCHW and channels-last;
+- ``tvm_untuned``: TVM's own Relax pipeline (``relax.get_default_pipeline``: legalize, fuse) with
+  no tuning; ``tvm_metaschedule``: ``relax.pipeline.static_shape_tuning_pipeline`` at the same
+  total budget B;
+- ``onnxruntime``: the module exported to ONNX, ONNX Runtime's CPU provider.
+
+All take the same seeded weights and input; every output is checked against PyTorch's
+(``max_abs_err`` is ours). After tuning, every contender is timed again interleaved
+(``interleave.remeasure``), as in the single-operator benchmark. Ratios above 1: ours is faster.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .interleave import ROUNDS, Timer, remeasure
+
+__all__ = ["NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_network_results"]
+
+NETWORK_NAMES = ("resnet18", "mobilenet_v2", "bert_layer")
+NETWORK_COLUMNS = ("network", "budget", "ours_ms", "torch_ms", "tvm_untuned_ms", "tvm_metaschedule_ms",
+                   "onnxruntime_ms", "ours_vs_torch", "ours_vs_tvm_metaschedule", "max_abs_err")
+_CONTENDERS = ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime")
+
+
+def _call_timer(fn: Callable[[], Any]) -> Timer:
+    from .bench import _call_timer as timer  # one definition of "a sample of about 50 ms"
+
+    return timer(fn)
+
+
+def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target: dict, x: np.ndarray
+          ) -> tuple[Timer, np.ndarray]:
+    """Tune the network's session (joint stage), build the replayed program, run it on ``x``."""
+    from .session import new_session, replay
+    from .tuning.options import TuneOptions
+    from .tuning.stages import tune_session
+
+    session = new_session(name, target=target, **options)
+    tuned = tune_session(session, "joint", budget, work / "ours",
+                         TuneOptions(progress_path=work / "ours_progress.jsonl"))
+    state = replay(tuned)
+    built = state.scheduled_program().build(target)
+    values = state.graph.random_inputs(0)  # an imported network's constants are its own weights
+    (inp,) = state.graph.inputs
+    values[inp] = x
+    (out,) = built.run(values).values()
+    return _call_timer(built.runner(values)), out
+
+
+def _torch(module: Any, x: np.ndarray, threads: int) -> tuple[Timer, np.ndarray]:
+    import torch
+
+    torch.set_num_threads(threads)
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        want = module(xt).numpy()
+    timers = []
+    formats = [torch.contiguous_format] + ([torch.channels_last] if xt.dim() == 4 else [])
+    for fmt in formats:  # each format on a copy of its own: ``Module.to`` converts in place
+        m = copy.deepcopy(module).to(memory_format=fmt)
+        xf = xt.contiguous(memory_format=fmt)
+
+        def call(m=m, xf=xf) -> None:
+            with torch.no_grad():
+                m(xf)
+
+        timers.append(_call_timer(call))
+    return min(timers, key=lambda t: float(np.median([t() for _ in range(3)]))), want
+
+
+def _relax(module: Any, x: np.ndarray) -> Any:
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    ep = torch.export.export(module.eval(), (torch.from_numpy(x),))
+    return from_exported_program(ep, unwrap_unit_return_tuple=True)
+
+
+def _vm_timer(mod: Any, target: dict, x: np.ndarray, pipeline: Any) -> tuple[Timer, np.ndarray]:
+    import tvm
+    from tvm import relax
+
+    from .targets import target_from
+
+    tgt = target_from(target)
+    ex = tvm.compile(mod, target=tgt, relax_pipeline=pipeline(tgt) if callable(pipeline) else pipeline)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    arg = tvm.runtime.tensor(x)
+    out = vm["main"](arg)
+    return _call_timer(lambda: vm["main"](arg)), (out[0] if isinstance(out, (list, tuple)) else out).numpy()
+
+
+def _tvm_metaschedule(mod: Any, target: dict, x: np.ndarray, budget: int, work: Path) -> tuple[Timer, np.ndarray]:
+    from tvm import relax
+
+    from .targets import target_from
+
+    tgt = target_from(target)
+    with tgt:
+        tuned = relax.pipeline.static_shape_tuning_pipeline(total_trials=budget, target=tgt,
+                                                            work_dir=str(work / "tvm_metaschedule"))(mod)
+    return _vm_timer(tuned, target, x, "default")
+
+
+def _onnxruntime(module: Any, x: np.ndarray, work: Path, threads: int) -> tuple[Timer, np.ndarray]:
+    import onnxruntime as ort
+    import torch
+
+    path = work / "model.onnx"
+    torch.onnx.export(module.eval(), (torch.from_numpy(x),), str(path), dynamo=False, opset_version=17,
+                      input_names=["x"])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    feed = {"x": x}
+    out = sess.run(None, feed)[0]
+    return _call_timer(lambda: sess.run(None, feed)), out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def run_network_bench(names: tuple[str, ...], budget: int, out_dir: Path, target: dict, *,
+                      options: Mapping[str, Mapping[str, int]] | None = None, rounds: int = ROUNDS,
+                      on_step: Callable[[str], None] | None = None) -> list[dict]:
+    """Benchmark each network of ``names`` (see the module docstring; ``options``: a network's
+    zoo options, e.g. a shorter sequence); rows as dicts of ``NETWORK_COLUMNS`` plus each
+    contender's spread, its error against PyTorch (``*_err``) or why it failed (``*_error``),
+    written after each network."""
+    from tvm import relax
+
+    from . import networks
+
+    say = on_step or (lambda s: None)
+    out_dir = Path(out_dir)
+    threads = int(target.get("num-cores", os.cpu_count() or 1))
+    rows: list[dict] = []
+    for name in names:
+        opts = dict((options or {}).get(name, {}))
+        module, example = getattr(networks, name)(**opts)
+        x = np.random.default_rng(1).uniform(-1.0, 1.0, tuple(example[0].shape)).astype("float32")
+        work = out_dir / "work" / name
+        work.mkdir(parents=True, exist_ok=True)
+        row: dict[str, Any] = {"network": name, "budget": budget}
+        say(f"{name}: PyTorch")
+        torch_timer, want = _torch(module, x, threads)
+        timers: dict[str, Timer] = {"torch": torch_timer}
+        mod = _relax(module, x)
+        others: dict[str, Callable[[], tuple[Timer, np.ndarray]]] = {
+            "ours": lambda: _ours(name, opts, budget, work, target, x),
+            "tvm_untuned": lambda: _vm_timer(mod, target, x, relax.get_default_pipeline),
+            "tvm_metaschedule": lambda: _tvm_metaschedule(mod, target, x, budget, work),
+            "onnxruntime": lambda: _onnxruntime(module, x, work, threads)}
+        for k, make in others.items():
+            say(f"{name}: {k}" + (f", budget {budget}" if k in ("ours", "tvm_metaschedule") else ""))
+            try:
+                timers[k], out = make()
+            except Exception as e:  # noqa: BLE001 - a contender that fails is reported, the others still run
+                row[f"{k}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                continue
+            row[f"{k}_err"] = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
+        say(f"{name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
+        got = remeasure(timers, rounds)
+        row.update({f"{k}_ms": got[k].median_ms if k in got else None for k in _CONTENDERS})
+        row.update({f"{k}_spread": got[k].relative_spread for k in got})
+        row["ours_vs_torch"] = _ratio(row["torch_ms"], row["ours_ms"])
+        row["ours_vs_tvm_metaschedule"] = _ratio(row["tvm_metaschedule_ms"], row["ours_ms"])
+        row["max_abs_err"] = row.pop("ours_err", None)
+        row["reference_max_abs"] = float(np.max(np.abs(want)))
+        row["noisy"] = ", ".join(k for k in got if got[k].noisy)
+        rows.append(row)
+        write_network_results(rows, out_dir)
+    return rows
+
+
+def _fmt(v: Any) -> str:
+    return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def write_network_results(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
+    """``networks.csv`` (the issue's columns, then spreads and the other contenders' errors) and
+    ``networks.md`` (the table and the geometric means)."""
+    from .bench import machine_name
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    extra = sorted({k for r in rows for k in r} - set(NETWORK_COLUMNS))
+    columns = [*NETWORK_COLUMNS, *extra]
+    csv_path, md_path = out_dir / "networks.csv", out_dir / "networks.md"
+    with csv_path.open("w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=columns)
+        wr.writeheader()
+        for r in rows:
+            wr.writerow({k: _fmt(r.get(k)) for k in columns})
+
+    def gm(key: str) -> str:
+        vals = [r[key] for r in rows if r.get(key)]
+        return _fmt(math.exp(sum(map(math.log, vals)) / len(vals))) if vals else ""
+
+    lines = [f"Machine: {machine_name()}; batch 1; budget {rows[0]['budget'] if rows else ''} measurements per "
+             "network for each tuner. Times are medians of interleaved rounds after tuning.", "",
+             "| " + " | ".join(NETWORK_COLUMNS) + " |", "|" + "---|" * len(NETWORK_COLUMNS)]
+    lines += ["| " + " | ".join(_fmt(r.get(k)) for k in NETWORK_COLUMNS) + " |" for r in rows]
+    lines += ["", f"Geometric mean, ours vs PyTorch: {gm('ours_vs_torch')}x; ours vs TVM Relax + MetaSchedule: "
+                  f"{gm('ours_vs_tvm_metaschedule')}x (above 1: ours is faster)."]
+    md_path.write_text("\n".join(lines) + "\n")
+    return csv_path, md_path
