@@ -191,7 +191,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         watcher.join()
         bar.close()
     if profiler is not None:
-        print(cost_breakdown(profiler.get(), a.budget))
+        print(cost_breakdown({str(k): float(getattr(v, "value", v)) for k, v in profiler.get().items()}, a.budget))
     out = Path(a.out) if a.out else Path(a.session).with_name(f"{Path(a.session).stem}_tuned.json")
     save(tuned, out)
     for step in tuned.steps[len(session.steps):]:
@@ -250,8 +250,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
         bar.update(1)
 
     if a.search_study:
-        bar.total = len(suite) * 4
-        bench.search_study(suite, a.search_study, out, target, on_step=step)
+        bar.total = len(suite) * 2 * a.seeds
+        bench.search_study(suite, a.search_study, out, target, seeds=tuple(range(a.seeds)), on_step=step)
         bar.close()
         print((out / "search.md").read_text())
         return 0
@@ -393,6 +393,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--target")
     b.add_argument("--search-study", type=int, metavar="BUDGET",
                    help="instead: the joint stage alone, cost-model-guided vs random search, at this budget")
+    b.add_argument("--seeds", type=int, default=3, help="seeds per workload of the search study (0, 1, ...)")
     b.add_argument("--out", default=f"benchmarks/results/{time.strftime('%Y-%m-%d')}")
     b.set_defaults(fn=cmd_bench)
     c = sub.add_parser("ceilings", help="measure and print this machine's compute and bandwidth ceilings")

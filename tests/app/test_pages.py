@@ -144,9 +144,7 @@ def test_a_loop_primitive_tvm_refuses_shows_its_reason_and_changes_nothing(at):
     # refused before Apply (the live check), in TVM's words, and Apply is disabled
     assert any(w.value.startswith("compute_inline would be refused: action 0 (loop on 'conv')") and
                "compute_inline" in w.value.split(":", 1)[1] for w in at.warning), [w.value for w in at.warning]
-    assert at.button(key="apply_loop").disabled
-    at.button(key="apply_loop").click().run()
-    assert session(at).steps == ()
+    assert at.button(key="apply_loop").disabled and session(at).steps == ()
 
 
 def test_the_loops_page_previews_a_primitive_and_shows_the_kernels_assembly(at):

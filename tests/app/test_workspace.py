@@ -33,14 +33,14 @@ def test_opening_a_session_of_another_model_switches_the_model_and_says_so(at):
     assert any("the model is now r18_stem (was gmm)" in s.value for s in at.success), [s.value for s in at.success]
     home(at)
     assert at.selectbox(key="model_pick").value == "r18_stem"
-    assert at.sidebar.caption and any("Session **stem**: 1 actions" in c.value for c in at.sidebar.caption)
+    assert at.sidebar.caption and any("Session **stem**: 1 action" in c.value for c in at.sidebar.caption)
 
 
 def test_switching_the_model_with_unsaved_actions_asks_first(at):
     apply_preset(at)
     home(at).selectbox(key="model_pick").set_value("gmm").run()
     assert session(at).model == {"zoo": "r18_stem"} and len(session(at).steps) == 1  # nothing replaced yet
-    assert any("1 unsaved actions" in w.value for w in at.warning)
+    assert any("1 unsaved action " in w.value for w in at.warning)
     at.button(key="switch_cancel").click().run()
     assert at.selectbox(key="model_pick").value == "r18_stem" and len(session(at).steps) == 1
     at.selectbox(key="model_pick").set_value("gmm").run()

@@ -19,7 +19,7 @@ def _matmul(vectorized: bool):
     if not vectorized:
         return func
     sch = tvm.s_tir.Schedule(func)
-    blk = sch.get_block("c")
+    blk = sch.get_sblock("c")
     i, j, kk = sch.get_loops(blk)
     lanes = vector_unit(TARGET).lanes
     jo, ji = sch.split(j, [None, lanes])

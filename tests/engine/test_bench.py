@@ -91,17 +91,20 @@ def test_a_tiny_bench_remeasures_every_contender(tmp_path):
 
 
 def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pytorch(tmp_path):
-    """A short BERT layer (sequence 4) with tiny budgets: each contender timed, each output
-    compared with PyTorch's, the issue's columns written."""
+    """A small BERT layer (sequence 4, hidden 64, 2 heads) with tiny budgets: each contender
+    timed, each output compared with PyTorch's, the issue's columns written."""
     import csv
 
     from workbench.engine.netbench import NETWORK_COLUMNS, run_network_bench
 
-    rows = run_network_bench(("bert_layer",), 16, tmp_path, {"kind": "llvm", "num-cores": 2},
-                             options={"bert_layer": {"seq": 4}}, rounds=2)
+    # TVM's MetaSchedule pipeline is left out here (minutes even at 16 trials); the benchmark runs it
+    rows = run_network_bench(("bert_layer",), 12, tmp_path, {"kind": "llvm", "num-cores": 2},
+                             options={"bert_layer": {"seq": 4, "hidden": 64, "heads": 2}}, rounds=2,
+                             contenders=("ours", "torch", "tvm_untuned", "onnxruntime"))
     (row,) = rows
     assert not [k for k in row if k.endswith("_error")], row
-    assert all(row[f"{k}_ms"] > 0 for k in ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime"))
+    assert all(row[f"{k}_ms"] > 0 for k in ("ours", "torch", "tvm_untuned", "onnxruntime"))
+    assert row["tvm_metaschedule_ms"] is None and row["ours_vs_tvm_metaschedule"] is None
     scale = max(1.0, row["reference_max_abs"])
     assert row["max_abs_err"] < 1e-4 * scale and row["tvm_untuned_err"] < 1e-3 * scale
     assert row["ours_vs_torch"] == pytest.approx(row["torch_ms"] / row["ours_ms"])

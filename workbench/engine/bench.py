@@ -47,7 +47,8 @@ from .tuning.options import TuneOptions
 from .tuning.progress import read_progress
 from .tuning.records import TuneTask
 
-__all__ = ["Workload", "BenchRow", "load_suite", "workload_graph", "run_bench", "write_results", "machine_name"]
+__all__ = ["Workload", "BenchRow", "Sidecar", "load_suite", "workload_graph", "run_bench", "write_results",
+           "machine_name"]
 
 #: the contenders measured again after tuning, in their interleaving order
 CONTENDERS = ("metaschedule", "joint", "expert", "torch", "numpy")
@@ -220,6 +221,72 @@ def numpy_timer(w: Workload) -> Timer | None:
     return _call_timer(lambda: a @ b)
 
 
+def _sidecar_main(conn: Any) -> None:
+    """The sidecar's loop: make timers, answer samples (an error is sent back as a string)."""
+    timers: dict[str, Timer | None] = {}
+    while True:
+        msg = conn.recv()
+        try:
+            if msg[0] == "make":
+                _, key, make, args = msg
+                timers[key] = make(*args)
+                conn.send(timers[key] is not None)
+            elif msg[0] == "sample":
+                conn.send(float(timers[msg[1]]()))
+            else:
+                return
+        except Exception as e:  # noqa: BLE001 - reported to the parent, which raises it
+            conn.send(f"{type(e).__name__}: {e}")
+
+
+class Sidecar:
+    """PyTorch and NumPy timed in a process of their own, started before this process runs any
+    TVM kernel or tuning: in the bench's process, after MetaSchedule had tuned (thread pools of
+    TVM, XGBoost and PyTorch on 2 cores), PyTorch's calls took a steady 10-20 ms more each
+    (a 1.7 ms convolution measured 14.8 ms). The parent still interleaves: each sample is one
+    request to the sidecar, taken in its turn."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_sidecar_main, args=(child,), daemon=True)
+        self._proc.start()
+        self._n = 0
+
+    def _ask(self, msg: tuple) -> Any:
+        self._conn.send(msg)
+        got = self._conn.recv()
+        if isinstance(got, str):
+            raise RuntimeError(f"the timing sidecar failed: {got}")
+        return got
+
+    def timer(self, make: Callable[..., Timer | None], *args: Any) -> Timer | None:
+        """The timer ``make(*args)`` returns, made and sampled in the sidecar (``make``: a
+        module-level function, so that it pickles); None when it returns None."""
+        self._n += 1
+        key = f"t{self._n}"
+        if not self._ask(("make", key, make, args)):
+            return None
+        return lambda: self._ask(("sample", key))
+
+    def close(self) -> None:
+        try:
+            self._conn.send(("stop",))
+        except OSError:
+            pass
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+    def __enter__(self) -> "Sidecar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def kernel_timer(built: Built, op: str, values: dict[str, np.ndarray], min_ms: float = SAMPLE_MS) -> Timer:
     """The kernel ``op`` of a built program alone, on the buffers a run on ``values`` leaves,
     timed by TVM's evaluator as the tuners time it."""
@@ -264,10 +331,16 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
     ``out_dir/progress/<workload>_<tuner>.jsonl``."""
     out_dir = Path(out_dir)
     (out_dir / "progress").mkdir(parents=True, exist_ok=True)
+    say = on_step or (lambda s: None)
+    with Sidecar() as sidecar:
+        return _run_bench(suite, budget, out_dir, target, search, seed, rounds, say, sidecar)
+
+
+def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, search: str, seed: int, rounds: int,
+               say: Callable[[str], None], sidecar: Sidecar) -> list[BenchRow]:
     rows = []
     date, machine = _dt.date.today().isoformat(), machine_name()
     threads = int(target.get("num-cores", os.cpu_count() or 1))
-    say = on_step or (lambda s: None)
     say("this machine's FMA peak and bandwidth (cached per CPU)")
     ceilings = get_ceilings(target)
     for w in suite:
@@ -296,8 +369,8 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
         timers["joint"] = kernel_timer(built_b, op, values)
         built_e, ok_e, _ = _tuned(graph, LayoutBook(), op, None, target, ceilings.copy_gbs)
         timers["expert"] = kernel_timer(built_e, op, values)
-        timers["torch"] = torch_timer(w, threads)
-        if (np_timer := numpy_timer(w)) is not None:
+        timers["torch"] = sidecar.timer(torch_timer, w, threads)
+        if (np_timer := sidecar.timer(numpy_timer, w)) is not None:
             timers["numpy"] = np_timer
         say(f"{w.name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
         got = remeasure(timers, rounds)

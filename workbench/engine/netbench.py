@@ -61,13 +61,25 @@ def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target
     return _call_timer(built.runner(values)), out
 
 
-def _torch(module: Any, x: np.ndarray, threads: int) -> tuple[Timer, np.ndarray]:
+def _torch_output(name: str, options: Mapping[str, int], x: np.ndarray) -> np.ndarray:
     import torch
 
+    from . import networks
+
+    module, _ = getattr(networks, name)(**options)
+    with torch.no_grad():
+        return module(torch.from_numpy(x)).numpy()
+
+
+def _torch(name: str, options: Mapping[str, int], x: np.ndarray, threads: int) -> Timer:
+    """PyTorch eager on the network (made here: this runs in the timing sidecar)."""
+    import torch
+
+    from . import networks
+
+    module, _ = getattr(networks, name)(**options)
     torch.set_num_threads(threads)
     xt = torch.from_numpy(x)
-    with torch.no_grad():
-        want = module(xt).numpy()
     timers = []
     formats = [torch.contiguous_format] + ([torch.channels_last] if xt.dim() == 4 else [])
     for fmt in formats:  # each format on a copy of its own: ``Module.to`` converts in place
@@ -79,7 +91,7 @@ def _torch(module: Any, x: np.ndarray, threads: int) -> tuple[Timer, np.ndarray]
                 m(xf)
 
         timers.append(_call_timer(call))
-    return min(timers, key=lambda t: float(np.median([t() for _ in range(3)]))), want
+    return min(timers, key=lambda t: float(np.median([t() for _ in range(3)])))
 
 
 def _relax(module: Any, x: np.ndarray) -> Any:
@@ -116,19 +128,28 @@ def _tvm_metaschedule(mod: Any, target: dict, x: np.ndarray, budget: int, work: 
     return _vm_timer(tuned, target, x, "default")
 
 
-def _onnxruntime(module: Any, x: np.ndarray, work: Path, threads: int) -> tuple[Timer, np.ndarray]:
-    import onnxruntime as ort
+def _onnx_export(module: Any, x: np.ndarray, path: Path) -> None:
     import torch
 
-    path = work / "model.onnx"
     torch.onnx.export(module.eval(), (torch.from_numpy(x),), str(path), dynamo=False, opset_version=17,
                       input_names=["x"])
+
+
+def _onnxruntime_output(path: Path, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def _onnxruntime(path: Path, x: np.ndarray, threads: int) -> Timer:
+    """ONNX Runtime's CPU provider on the exported file (runs in the timing sidecar)."""
+    import onnxruntime as ort
+
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     feed = {"x": x}
-    out = sess.run(None, feed)[0]
-    return _call_timer(lambda: sess.run(None, feed)), out
+    return _call_timer(lambda: sess.run(None, feed))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -137,55 +158,72 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def run_network_bench(names: tuple[str, ...], budget: int, out_dir: Path, target: dict, *,
                       options: Mapping[str, Mapping[str, int]] | None = None, rounds: int = ROUNDS,
+                      contenders: tuple[str, ...] = _CONTENDERS,
                       on_step: Callable[[str], None] | None = None) -> list[dict]:
     """Benchmark each network of ``names`` (see the module docstring; ``options``: a network's
     zoo options, e.g. a shorter sequence); rows as dicts of ``NETWORK_COLUMNS`` plus each
     contender's spread, its error against PyTorch (``*_err``) or why it failed (``*_error``),
-    written after each network."""
-    from tvm import relax
-
-    from . import networks
+    written after each network. ``contenders`` picks some of them (PyTorch always runs)."""
+    from .bench import Sidecar
 
     say = on_step or (lambda s: None)
     out_dir = Path(out_dir)
     threads = int(target.get("num-cores", os.cpu_count() or 1))
     rows: list[dict] = []
-    for name in names:
-        opts = dict((options or {}).get(name, {}))
-        module, example = getattr(networks, name)(**opts)
-        x = np.random.default_rng(1).uniform(-1.0, 1.0, tuple(example[0].shape)).astype("float32")
-        work = out_dir / "work" / name
-        work.mkdir(parents=True, exist_ok=True)
-        row: dict[str, Any] = {"network": name, "budget": budget}
-        say(f"{name}: PyTorch")
-        torch_timer, want = _torch(module, x, threads)
-        timers: dict[str, Timer] = {"torch": torch_timer}
-        mod = _relax(module, x)
-        others: dict[str, Callable[[], tuple[Timer, np.ndarray]]] = {
-            "ours": lambda: _ours(name, opts, budget, work, target, x),
-            "tvm_untuned": lambda: _vm_timer(mod, target, x, relax.get_default_pipeline),
-            "tvm_metaschedule": lambda: _tvm_metaschedule(mod, target, x, budget, work),
-            "onnxruntime": lambda: _onnxruntime(module, x, work, threads)}
-        for k, make in others.items():
-            say(f"{name}: {k}" + (f", budget {budget}" if k in ("ours", "tvm_metaschedule") else ""))
-            try:
-                timers[k], out = make()
-            except Exception as e:  # noqa: BLE001 - a contender that fails is reported, the others still run
-                row[f"{k}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-                continue
-            row[f"{k}_err"] = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
-        say(f"{name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
-        got = remeasure(timers, rounds)
-        row.update({f"{k}_ms": got[k].median_ms if k in got else None for k in _CONTENDERS})
-        row.update({f"{k}_spread": got[k].relative_spread for k in got})
-        row["ours_vs_torch"] = _ratio(row["torch_ms"], row["ours_ms"])
-        row["ours_vs_tvm_metaschedule"] = _ratio(row["tvm_metaschedule_ms"], row["ours_ms"])
-        row["max_abs_err"] = row.pop("ours_err", None)
-        row["reference_max_abs"] = float(np.max(np.abs(want)))
-        row["noisy"] = ", ".join(k for k in got if got[k].noisy)
-        rows.append(row)
-        write_network_results(rows, out_dir)
+    with Sidecar() as sidecar:  # PyTorch and ONNX Runtime timed in a process of their own (see Sidecar)
+        for name in names:
+            rows.append(_network_row(name, dict((options or {}).get(name, {})), budget, out_dir, target, rounds, say,
+                                     sidecar, threads, contenders))
+            write_network_results(rows, out_dir)
     return rows
+
+
+def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict, rounds: int,
+                 say: Callable[[str], None], sidecar: Any, threads: int, contenders: tuple[str, ...]) -> dict:
+    from tvm import relax
+
+    from . import networks
+
+    module, example = getattr(networks, name)(**opts)
+    x = np.random.default_rng(1).uniform(-1.0, 1.0, tuple(example[0].shape)).astype("float32")
+    work = out_dir / "work" / name
+    work.mkdir(parents=True, exist_ok=True)
+    row: dict[str, Any] = {"network": name, "budget": budget}
+    say(f"{name}: PyTorch")
+    want = _torch_output(name, opts, x)
+    timers: dict[str, Timer] = {"torch": sidecar.timer(_torch, name, opts, x, threads)}
+    mod = _relax(module, x)
+    onnx_path = work / "model.onnx"
+
+    def onnxruntime() -> tuple[Timer, np.ndarray]:
+        _onnx_export(module, x, onnx_path)
+        return sidecar.timer(_onnxruntime, onnx_path, x, threads), _onnxruntime_output(onnx_path, x)
+
+    others: dict[str, Callable[[], tuple[Timer, np.ndarray]]] = {
+        "ours": lambda: _ours(name, opts, budget, work, target, x),
+        "tvm_untuned": lambda: _vm_timer(mod, target, x, relax.get_default_pipeline),
+        "tvm_metaschedule": lambda: _tvm_metaschedule(mod, target, x, budget, work),
+        "onnxruntime": onnxruntime}
+    for k, make in others.items():
+        if k not in contenders:
+            continue
+        say(f"{name}: {k}" + (f", budget {budget}" if k in ("ours", "tvm_metaschedule") else ""))
+        try:
+            timers[k], out = make()
+        except Exception as e:  # noqa: BLE001 - a contender that fails is reported, the others still run
+            row[f"{k}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            continue
+        row[f"{k}_err"] = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
+    say(f"{name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
+    got = remeasure(timers, rounds)
+    row.update({f"{k}_ms": got[k].median_ms if k in got else None for k in _CONTENDERS})
+    row.update({f"{k}_spread": got[k].relative_spread for k in got})
+    row["ours_vs_torch"] = _ratio(row["torch_ms"], row["ours_ms"])
+    row["ours_vs_tvm_metaschedule"] = _ratio(row["tvm_metaschedule_ms"], row["ours_ms"])
+    row["max_abs_err"] = row.pop("ours_err", None)
+    row["reference_max_abs"] = float(np.max(np.abs(want)))
+    row["noisy"] = ", ".join(k for k in got if got[k].noisy)
+    return row
 
 
 def _fmt(v: Any) -> str:

@@ -227,12 +227,12 @@ def mobilenet_v2(batch: int = 1) -> Graph:
     return _imported("mobilenet_v2", mobilenet_v2.__doc__, batch=batch)
 
 
-def bert_layer(batch: int = 1, seq: int = 128) -> Graph:
+def bert_layer(batch: int = 1, seq: int = 128, hidden: int = 768, heads: int = 12) -> Graph:
     """One BERT-base encoder layer (hidden 768, 12 heads, FFN 3072) on data (N,seq,768),
     imported from ``networks.BertLayer`` with seeded random weights: six dense GMMs (q, k, v,
     attention output, two FFN) with bias adds, two batched GMMs (scores, context), scale,
     softmax, GELU, two residual adds and two layer norms, with the reshapes/transposes of the heads."""
-    return _imported("bert_layer", bert_layer.__doc__, batch=batch, seq=seq)
+    return _imported("bert_layer", bert_layer.__doc__, batch=batch, seq=seq, hidden=hidden, heads=heads)
 
 
 NETWORKS: dict[str, Callable[..., Graph]] = {"resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
@@ -274,7 +274,8 @@ OPTIONS["bert_tiny_layer"] = {"batch": IntOption(1, 1), "seq": IntOption(1, 4096
 OPTIONS["gmm"] = {"batch": IntOption(1, 1), "m": IntOption(1, 65536), "n": IntOption(1, 65536),
                   "k": IntOption(1, 65536)}
 OPTIONS.update(resnet18={"batch": IntOption(1, 64)}, mobilenet_v2={"batch": IntOption(1, 64)},
-               bert_layer={"batch": IntOption(1, 64), "seq": IntOption(1, 512)})
+               bert_layer={"batch": IntOption(1, 64), "seq": IntOption(1, 512), "hidden": IntOption(1, 4096, "heads"),
+                           "heads": IntOption(1, 64)})
 
 
 def check_options(name: str, options: dict[str, Any]) -> None:

@@ -68,7 +68,8 @@ def test_ops_with_equal_kernels_are_tuned_once_and_share_the_result(tmp_path):
     steps = [s for s in tuned.steps if s.kind == "tuned"]
     assert [s.target for s in steps] == group
     assert steps[1].get("measurements") == 0 and steps[1].get("stage") == f"joint+loop (from {group[0]})"
-    assert steps[1].get("trace") == steps[0].get("trace")
+    mine, theirs = steps[0].get("trace"), steps[1].get("trace")  # the same, found by the twin's block names
+    assert len(mine[0]) == len(theirs[0]) and mine != theirs and group[0] not in str(theirs)
     done = replay(loads(dumps(tuned)))
     assert all(done.schedule(done.home_kernel(op)).kind == "tuned" for op in group)
     assert done.scheduled_program().build().verify().ok

@@ -21,7 +21,7 @@ import math
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -129,15 +129,36 @@ class JointResult:
     scores: list[tuple[Candidate, float | None]] = field(default_factory=list)
     measurements: int = 0
 
-    def step(self, twin: str | None = None) -> Step:
+    def step(self, twin: str | None = None, blocks: Mapping[str, str] | None = None) -> Step:
         """The session step that applies this result: the chosen layout, then the tuned trace;
         with ``twin``, to that op instead (one whose kernel equals this op's: it shares the
-        result, with no measurement of its own)."""
+        result, with no measurement of its own), the trace's block names renamed by ``blocks``
+        (this op's kernel's names -> the twin's)."""
         op = twin or self.op
         layout = self.best.step(op)
         return Step.make("tuned", op, "tuned", stage="joint+loop" if twin is None else f"joint+loop (from {self.op})",
-                         layouts=[layout.to_json()] if layout else [], trace=self.trace,
+                         layouts=[layout.to_json()] if layout else [], trace=_renamed(self.trace, blocks or {}),
                          latency_ms=self.best_ms, measurements=self.measurements if twin is None else 0)
+
+
+def _renamed(trace: Any, names: Mapping[str, str]) -> Any:
+    """``trace`` (JSON lists) with the block names it finds its blocks by replaced: a string equal
+    to a key of ``names``, or one a schedule derived from it (``conv1_local`` from ``conv1``).
+
+    >>> _renamed([[["GetSBlock", [], ["conv1", "main"]], ["GetSBlock", [], ["conv1_local", "main"]]], []],
+    ...          {"conv1": "conv2", "conv10": "conv11"})
+    [[['GetSBlock', [], ['conv2', 'main']], ['GetSBlock', [], ['conv2_local', 'main']]], []]
+    """
+    if isinstance(trace, str):
+        if trace in names:
+            return names[trace]
+        base = max((k for k in names if trace.startswith(k + "_")), key=len, default=None)
+        return names[base] + trace[len(base):] if base is not None else trace
+    if isinstance(trace, (list, tuple)):
+        return [_renamed(t, names) for t in trace]
+    if isinstance(trace, dict):
+        return {k: _renamed(v, names) for k, v in trace.items()}
+    return trace
 
 
 def _distance(a: Candidate, b: Candidate) -> float:

@@ -46,7 +46,7 @@ class JointShare:
 def twin_groups(state: State) -> list[list[str]]:
     """The state's complex ops (in kernel order) grouped by kernel: ops whose unscheduled
     kernels are structurally equal (ResNet-18's repeated blocks) form one group, first op first."""
-    import tvm
+    import tvm_ffi
 
     graph, prog = state.graph, state.program
     kernels = {k.head: k.name for k in prog.plan.kernels if k.ops and graph.node(k.head).kind == "complex"}
@@ -54,7 +54,7 @@ def twin_groups(state: State) -> list[list[str]]:
     for op, name in kernels.items():
         func = prog.funcs[name].with_attr("global_symbol", "k")  # the kernel's own name does not count
         for group in groups:
-            if tvm.ir.structural_equal(prog.funcs[kernels[group[0]]].with_attr("global_symbol", "k"), func):
+            if tvm_ffi.structural_equal(prog.funcs[kernels[group[0]]].with_attr("global_symbol", "k"), func):
                 group.append(op)
                 break
         else:
@@ -92,8 +92,13 @@ def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()
 def _take_twin(state: State, res: JointResult, twin: str) -> State:
     """``twin`` with the result of the op it equals; when the layouts chosen so far changed its
     kernel so that the trace no longer applies, the same layout on its expert schedule."""
+    from ..loops import list_blocks
+
+    # the kernels are equal but their blocks are named after their own ops: the trace finds its
+    # blocks by name, so rename them (both kernels as they are now, under the layouts chosen)
+    mine, theirs = (list_blocks(state.program.funcs[state.home_kernel(op)]) for op in (res.op, twin))
     try:
-        return state.push(res.step(twin))
+        return state.push(res.step(twin, dict(zip(mine, theirs)) if len(mine) == len(theirs) else {}))
     except WorkbenchError:
         pass
     try:
