@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .errors import BuildError
 from .targets import target_from
 from .words import plural
 
@@ -27,11 +28,16 @@ _VECTOR_MUL = re.compile(r"^\s*v?mulp[sd]\b")
 
 def kernel_asm(func: Any, target: Mapping, name: str = "kernel") -> str:
     """Build one PrimFunc for ``target`` and return its assembly (the kernel, its parallel
-    bodies and TVM's wrapper)."""
+    bodies and TVM's wrapper). Raises ``BuildError`` naming the kernel when it does not build."""
     import tvm
 
     mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
-    return tvm.compile(mod, target=target_from(target)).mod.inspect_source("asm")
+    try:
+        return tvm.compile(mod, target=target_from(target)).mod.inspect_source("asm")
+    except BuildError:
+        raise
+    except Exception as e:  # noqa: BLE001 - TVM's build errors come in several types
+        raise BuildError(f"kernel {name} failed to build: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 
 def _instruction(line: str) -> str | None:

@@ -176,7 +176,7 @@ def machine_name() -> str:
     return f"{cpu_name()}, {os.cpu_count()} cores"
 
 
-def _call_timer(fn: Callable[[], Any], min_ms: float = SAMPLE_MS) -> Timer:
+def call_timer(fn: Callable[[], Any], min_ms: float = SAMPLE_MS) -> Timer:
     """A timer of ``fn``: each sample (ms per call) repeats it for about ``min_ms``, the count
     fixed once after a warm-up call."""
     fn()
@@ -201,7 +201,7 @@ def torch_timer(w: Workload, threads: int) -> Timer:
     torch.set_num_threads(threads)
     x, wt = torch.rand(w.input), torch.rand(w.weight)  # no requires_grad: autograd records nothing
     if w.op == "matmul":
-        return _call_timer(lambda: x @ wt)
+        return call_timer(lambda: x @ wt)
     fn = getattr(torch.nn.functional, w.op)
     attrs = {k: v for k, v in w.attrs.items() if k != "depthwise"}
     formats = [torch.contiguous_format] + ([torch.channels_last] if x.dim() == 4 else
@@ -209,7 +209,7 @@ def torch_timer(w: Workload, threads: int) -> Timer:
     timers = []
     for fmt in formats:
         xf, wf = x.contiguous(memory_format=fmt), wt.contiguous(memory_format=fmt)
-        timers.append(_call_timer(lambda xf=xf, wf=wf: fn(xf, wf, **attrs)))
+        timers.append(call_timer(lambda xf=xf, wf=wf: fn(xf, wf, **attrs)))
     return min(timers, key=lambda t: float(np.median([t() for _ in range(3)])))
 
 
@@ -218,7 +218,7 @@ def numpy_timer(w: Workload) -> Timer | None:
     if w.op != "matmul":
         return None
     a, b = np.random.rand(*w.input).astype("float32"), np.random.rand(*w.weight).astype("float32")
-    return _call_timer(lambda: a @ b)
+    return call_timer(lambda: a @ b)
 
 
 def _sidecar_main(conn: Any) -> None:
@@ -293,7 +293,7 @@ def kernel_timer(built: Built, op: str, values: dict[str, np.ndarray], min_ms: f
     kernel = next(k for k in built.program.plan.kernels if k.name == op)
     bufs = {name: tvm.runtime.tensor(a) for name, a in built.run_buffers(values).items()}
     args = [bufs[b] for b in kernel.inputs + kernel.outputs]
-    one = _call_timer(lambda: built.rt[op](*args), min_ms=0.0)()  # warm-up, and one call's time
+    one = call_timer(lambda: built.rt[op](*args), min_ms=0.0)()  # warm-up, and one call's time
     ev = built.rt.time_evaluator(op, tvm.cpu(), number=max(1, int(min_ms / max(one, 1e-6))), repeat=1)
     return lambda: float(ev(*args).results[0]) * 1e3
 

@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .bench import Sidecar, call_timer, machine_name
 from .interleave import ROUNDS, Timer, remeasure
 
 __all__ = ["NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_network_results"]
@@ -34,12 +35,6 @@ NETWORK_NAMES = ("resnet18", "mobilenet_v2", "bert_layer")
 NETWORK_COLUMNS = ("network", "budget", "ours_ms", "torch_ms", "tvm_untuned_ms", "tvm_metaschedule_ms",
                    "onnxruntime_ms", "ours_vs_torch", "ours_vs_tvm_metaschedule", "max_abs_err")
 _CONTENDERS = ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime")
-
-
-def _call_timer(fn: Callable[[], Any]) -> Timer:
-    from .bench import _call_timer as timer  # one definition of "a sample of about 50 ms"
-
-    return timer(fn)
 
 
 def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target: dict, x: np.ndarray
@@ -58,7 +53,7 @@ def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target
     (inp,) = state.graph.inputs
     values[inp] = x
     (out,) = built.run(values).values()
-    return _call_timer(built.runner(values)), out
+    return call_timer(built.runner(values)), out
 
 
 def _torch_output(name: str, options: Mapping[str, int], x: np.ndarray) -> np.ndarray:
@@ -90,7 +85,7 @@ def _torch(name: str, options: Mapping[str, int], x: np.ndarray, threads: int) -
             with torch.no_grad():
                 m(xf)
 
-        timers.append(_call_timer(call))
+        timers.append(call_timer(call))
     return min(timers, key=lambda t: float(np.median([t() for _ in range(3)])))
 
 
@@ -113,7 +108,7 @@ def _vm_timer(mod: Any, target: dict, x: np.ndarray, pipeline: Any) -> tuple[Tim
     vm = relax.VirtualMachine(ex, tvm.cpu())
     arg = tvm.runtime.tensor(x)
     out = vm["main"](arg)
-    return _call_timer(lambda: vm["main"](arg)), (out[0] if isinstance(out, (list, tuple)) else out).numpy()
+    return call_timer(lambda: vm["main"](arg)), (out[0] if isinstance(out, (list, tuple)) else out).numpy()
 
 
 def _tvm_metaschedule(mod: Any, target: dict, x: np.ndarray, budget: int, work: Path) -> tuple[Timer, np.ndarray]:
@@ -149,7 +144,7 @@ def _onnxruntime(path: Path, x: np.ndarray, threads: int) -> Timer:
     opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     feed = {"x": x}
-    return _call_timer(lambda: sess.run(None, feed))
+    return call_timer(lambda: sess.run(None, feed))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -164,8 +159,6 @@ def run_network_bench(names: tuple[str, ...], budget: int, out_dir: Path, target
     zoo options, e.g. a shorter sequence); rows as dicts of ``NETWORK_COLUMNS`` plus each
     contender's spread, its error against PyTorch (``*_err``) or why it failed (``*_error``),
     written after each network. ``contenders`` picks some of them (PyTorch always runs)."""
-    from .bench import Sidecar
-
     say = on_step or (lambda s: None)
     out_dir = Path(out_dir)
     threads = int(target.get("num-cores", os.cpu_count() or 1))
@@ -233,8 +226,6 @@ def _fmt(v: Any) -> str:
 def write_network_results(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
     """``networks.csv`` (the issue's columns, then spreads and the other contenders' errors) and
     ``networks.md`` (the table and the geometric means)."""
-    from .bench import machine_name
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     extra = sorted({k for r in rows for k in r} - set(NETWORK_COLUMNS))

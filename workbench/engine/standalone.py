@@ -91,8 +91,7 @@ def _shapes(inputs: Mapping[str, tuple[int, ...]]) -> str:
 def _device(value: Any, shape: tuple[int, ...], name: str) -> tvm.runtime.Tensor:
     """A tensor TVM can pass: torch tensors by DLPack when contiguous float32 on the CPU."""
     if type(value).__module__.startswith("torch"):
-        if value.dtype.is_floating_point and str(value.dtype) == "torch.float32" and value.is_contiguous() \
-                and value.device.type == "cpu":
+        if str(value.dtype) == "torch.float32" and value.is_contiguous() and value.device.type == "cpu":
             tensor = tvm.runtime.from_dlpack(value.detach())
             if tuple(tensor.shape) == tuple(shape):
                 return tensor

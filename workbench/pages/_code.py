@@ -14,10 +14,7 @@ from workbench.engine.session import State
 
 @st.cache_data(max_entries=16, show_spinner="building the kernel for its assembly…")
 def _asm(session_key: str, kernel: str, target: str, _state: State) -> str:
-    try:
-        return kernel_asm(_state.scheduled(kernel), json.loads(target), kernel)
-    except Exception as e:  # noqa: BLE001 - TVM's build errors come in several types
-        raise BuildError(f"kernel {kernel} failed to build: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    return kernel_asm(_state.scheduled(kernel), json.loads(target), kernel)
 
 
 def assembly(state: State, kernel: str) -> None:

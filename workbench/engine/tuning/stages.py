@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import TuneError, WorkbenchError
+from ..loops import list_blocks
 from ..session import Session, State, replay
 from ..step import Step
 from ..targets import vector_unit
@@ -49,17 +50,17 @@ def twin_groups(state: State) -> list[list[str]]:
     import tvm_ffi
 
     graph, prog = state.graph, state.program
-    kernels = {k.head: k.name for k in prog.plan.kernels if k.ops and graph.node(k.head).kind == "complex"}
-    groups: list[list[str]] = []
-    for op, name in kernels.items():
-        func = prog.funcs[name].with_attr("global_symbol", "k")  # the kernel's own name does not count
-        for group in groups:
-            if tvm_ffi.structural_equal(prog.funcs[kernels[group[0]]].with_attr("global_symbol", "k"), func):
-                group.append(op)
-                break
+    groups: list[tuple[object, list[str]]] = []  # (the first op's kernel, the ops)
+    for k in prog.plan.kernels:
+        if not (k.ops and graph.node(k.head).kind == "complex"):
+            continue
+        func = prog.funcs[k.name].with_attr("global_symbol", "k")  # the kernel's own name does not count
+        same = next((ops for first, ops in groups if tvm_ffi.structural_equal(first, func)), None)
+        if same is None:
+            groups.append((func, [k.head]))
         else:
-            groups.append([op])
-    return groups
+            same.append(k.head)
+    return [ops for _, ops in groups]
 
 
 def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()) -> list[JointShare]:
@@ -92,8 +93,6 @@ def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()
 def _take_twin(state: State, res: JointResult, twin: str) -> State:
     """``twin`` with the result of the op it equals; when the layouts chosen so far changed its
     kernel so that the trace no longer applies, the same layout on its expert schedule."""
-    from ..loops import list_blocks
-
     # the kernels are equal but their blocks are named after their own ops: the trace finds its
     # blocks by name, so rename them (both kernels as they are now, under the layouts chosen)
     mine, theirs = (list_blocks(state.program.funcs[state.home_kernel(op)]) for op in (res.op, twin))
