@@ -27,10 +27,11 @@ browser:
 	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	fi
 
-# `python -m` puts the repository root on sys.path, so the app imports `workbench` uninstalled.
+# `python -m` puts the repository root on sys.path, so the app imports `workbench` uninstalled;
+# `workbench.app` runs `streamlit run` on itself and imports TVM meanwhile (the first tab is faster).
 # Settings are in .streamlit/config.toml (read from here, the repository root); flags only for HOST/PORT.
 run: venv
-	$(PY) -m streamlit run workbench/app.py $(if $(HOST),--server.address $(HOST)) $(if $(PORT),--server.port $(PORT))
+	$(PY) -m workbench.app $(if $(HOST),--server.address $(HOST)) $(if $(PORT),--server.port $(PORT))
 
 test: venv browser
 	$(PY) -m pytest -q --durations=10 $(PYTEST_ARGS)

@@ -27,7 +27,7 @@ def _run_command(port: int) -> list[str]:
     """The command line ``make run PORT=port`` runs (without its venv step, which may install)."""
     out = subprocess.run(["make", "-n", "-s", "--no-print-directory", "run", f"PORT={port}"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    (line,) = [ln for ln in out.splitlines() if "streamlit run" in ln]
+    (line,) = [ln for ln in out.splitlines() if "-m workbench.app" in ln]
     return shlex.split(line)
 
 
@@ -42,7 +42,7 @@ def _listening(pid: int, port: int) -> set[str]:
 def test_make_run_listens_on_loopback_only(tmp_path):
     port = _free_port()
     cmd = _run_command(port)
-    assert cmd[1:5] == ["-m", "streamlit", "run", "workbench/app.py"] and "--server.address" not in cmd
+    assert cmd[1:3] == ["-m", "workbench.app"] and "--server.address" not in cmd
     env = {**os.environ, "ALT_WORKBENCH_WORK": str(tmp_path / "work"),
            "ALT_WORKBENCH_SESSIONS": str(tmp_path / "sessions")}
     with open(tmp_path / "streamlit.log", "wb") as log:

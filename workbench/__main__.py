@@ -63,9 +63,13 @@ def cmd_replay(a: argparse.Namespace) -> int:
           f"{report.total_spread_ms:.4f} over {report.repeats} runs{', NOISY' if report.noisy else ''}); "
           f"max abs error {report.max_abs_error:.2e}, "
           f"max rel error {report.max_rel_error:.2e}; ok: {report.ok}; written to {out}")
+    if (src := report.source) is not None:
+        print(f"{'vs ' + src['framework']:>28}: max abs error {src['max_abs_error']:.2e}, "
+              f"max rel error {src['max_rel_error']:.2e}; ok: {src['ok']}")
     if not report.ok:
-        print(f"error: outputs differ from the reference (max relative error {report.max_rel_error:.2e}); "
-              f"see {out / 'report.json'}", file=sys.stderr)
+        what = (f"{src['framework']}'s (max relative error {src['max_rel_error']:.2e})" if src and not src["ok"]
+                else f"the reference (max relative error {report.max_rel_error:.2e})")
+        print(f"error: outputs differ from {what}; see {out / 'report.json'}", file=sys.stderr)
         return 1
     return 0
 
@@ -194,10 +198,23 @@ def cmd_tune(a: argparse.Namespace) -> int:
         print(cost_breakdown({str(k): float(getattr(v, "value", v)) for k, v in profiler.get().items()}, a.budget))
     out = Path(a.out) if a.out else Path(a.session).with_name(f"{Path(a.session).stem}_tuned.json")
     save(tuned, out)
-    for step in tuned.steps[len(session.steps):]:
-        print(f"{step.target:>28}: {step.get('latency_ms', float('nan')):9.4f} ms ({step.get('stage')})")
+    new = tuned.steps[len(session.steps):]
+    for target in dict.fromkeys(s.target for s in new):
+        print(f"{target:>28}: {_what_tuning_did([s for s in new if s.target == target])}")
     print(f"tuned session written to {out}")
     return 0
+
+
+def _what_tuning_did(steps: list) -> str:
+    """One line for the steps a tuning added to one kernel or op."""
+    tuned = [s for s in steps if s.kind == "tuned"]
+    if tuned:
+        ms = tuned[-1].get("latency_ms")
+        return (f"{ms:9.4f} ms" if ms is not None else "   (not measured)") + f" ({tuned[-1].get('stage')})"
+    loops = [s for s in steps if s.kind == "loop"]
+    if loops:
+        return f"{len(loops)} loop steps (its expert or analytic schedule: the tuned one did not apply or was wrong)"
+    return "layout " + ", ".join(s.primitive for s in steps)
 
 
 def cost_breakdown(seconds: dict[str, float], measurements: int, top: int = 12) -> str:

@@ -1,13 +1,18 @@
-"""ALT Workbench: ``streamlit run workbench/app.py`` (or ``make run``).
+"""ALT Workbench: ``python -m workbench.app`` (``make run``) or ``streamlit run workbench/app.py``.
 
 The entry point: page config, the sidebar every page shares (model, target, undo/redo) and
 ``st.navigation`` over the pages. A new tab opens on ``r18_stem`` with a fresh session.
+
+``python -m workbench.app [streamlit flags]`` serves the app like ``streamlit run`` and imports
+the engine (TVM, PyTorch: about 4 s) in a thread while the server starts, so the first tab
+does not wait for it; ``streamlit run`` imports it in the first tab's run.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 import streamlit as st
@@ -17,6 +22,36 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+
+def warm_up() -> None:
+    """Import what the first page needs and run it once on the default model (LLVM's CPU name,
+    the layered layout), so a tab opened afterwards finds it all done. Errors are left to the
+    page: it imports and runs the same code and shows them."""
+    try:
+        from workbench.engine.session import new_session, replay
+        from workbench.engine.targets import cpu_name, resolve_target
+        from workbench.engine.zoo import DEFAULT_MODEL
+        from workbench.pages import _state  # noqa: F401
+        from workbench.viz.graph import graph_figure
+
+        state = replay(new_session(DEFAULT_MODEL))
+        resolve_target(state.session.target), cpu_name()
+        graph_figure(state.graph, state.program.plan)
+    except Exception:  # noqa: BLE001 - see above
+        pass
+
+
+def serve(args: list[str]) -> None:
+    """``streamlit run`` this file with ``args``, warming up in a thread meanwhile."""
+    from streamlit.web import cli
+
+    threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
+    cli.main(["run", __file__, *args], prog_name="streamlit")
+
+
+if __name__ == "__main__" and not st.runtime.exists():  # run by python, not by streamlit
+    serve(sys.argv[1:])
+
 from workbench.engine import zoo  # noqa: E402
 from workbench.engine.targets import cpu_name, resolve_target  # noqa: E402
 from workbench.engine.words import plural  # noqa: E402
@@ -24,7 +59,9 @@ from workbench.pages import _state  # noqa: E402
 
 st.set_page_config(page_title="ALT Workbench", page_icon=":material/grid_view:", layout="wide")
 # Narrow windows (a laptop with the sidebar open): side-by-side panes stack instead of squeezing
-# loop nests to 30 characters a line, and table cells wrap.
+# loop nests to 30 characters a line, and table cells wrap. The sidebar starts collapsed at
+# <= 1100 px (Streamlit's "auto" does so below 768 px only) and opens again when the window
+# grows, until the user toggles it: a choice Streamlit keeps, so ours are not stored.
 st.html("""<style>
 @media (max-width: 1100px) {
   [data-testid="stHorizontalBlock"] { flex-wrap: wrap !important; }
@@ -33,7 +70,31 @@ st.html("""<style>
   [data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th {
     white-space: normal !important; overflow-wrap: anywhere; }
 }
-</style>""")
+</style>
+<script>
+(() => {
+  if (window.altSidebarFit) return;
+  const stored = () => Object.keys(localStorage).filter(k => k.startsWith("stSidebarCollapsed-"));
+  let auto = stored().length === 0;
+  window.altSidebarFit = () => {
+    const bar = document.querySelector('[data-testid="stSidebar"]');
+    if (!auto || !bar) return;
+    const open = bar.getAttribute("data-collapsed") === "false";
+    if (open !== (window.innerWidth <= 1100)) return;
+    document.querySelector(open ? '[data-testid="stSidebarCollapseButton"] button'
+                                : '[data-testid="stExpandSidebarButton"]')?.click();
+    setTimeout(() => stored().forEach(k => localStorage.removeItem(k)));
+  };
+  document.addEventListener("click", e => {
+    const toggle = '[data-testid="stSidebarCollapseButton"], [data-testid="stExpandSidebarButton"]';
+    if (e.isTrusted && e.target.closest(toggle)) auto = false;
+  }, true);
+  addEventListener("resize", () => setTimeout(window.altSidebarFit, 100));
+  new MutationObserver(() => window.altSidebarFit()).observe(document.body, {attributes: true, subtree: true,
+                                                                             attributeFilter: ["data-collapsed"]});
+  window.altSidebarFit();
+})();
+</script>""", unsafe_allow_javascript=True)
 _state.init()
 _state.keep_widgets()
 

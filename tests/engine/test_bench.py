@@ -111,3 +111,9 @@ def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pyto
     with (tmp_path / "networks.csv").open() as f:
         assert next(csv.reader(f))[:len(NETWORK_COLUMNS)] == list(NETWORK_COLUMNS)
     assert "ours vs TVM Relax + MetaSchedule" in (tmp_path / "networks.md").read_text()
+    with (tmp_path / "bert_layer_kernels.csv").open() as f:  # where ours spends its time, slowest first
+        kernels = list(csv.DictReader(f))
+    ms = [float(k["ms"]) for k in kernels]
+    assert ms == sorted(ms, reverse=True) and min(ms) > 0
+    assert sum(float(k["share"]) for k in kernels) == pytest.approx(1.0, abs=0.01)
+    assert any("matmul" in k["ops"] or "dense" in k["ops"] for k in kernels)

@@ -159,3 +159,21 @@ def test_steps_replay_in_a_session() -> None:
     for step in expert_steps(state.program.funcs[kernel], kernel, state.session.target):
         state = state.push(step)
     assert state.scheduled_program().build(state.session.target).verify().ok
+
+
+def test_an_epilogue_that_writes_the_next_convs_padded_tiles_keeps_its_zero_border() -> None:
+    """conv1's kernel writes conv2's tiled input (halo padding included). TVM's
+    reverse_compute_at would drop the border iterations (they read no tile), leaving them
+    unwritten; the expert schedule keeps that epilogue a pass of its own."""
+    from workbench.engine import zoo
+    from workbench.engine.agreement import disagreement
+
+    g = zoo.load("r18_block")
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv2", tiles=[56, 56], ot=16, it=16))  # one tile: a 58x58 halo
+    prog = make_program(g, book)
+    kernel = next(k for k in prog.plan.kernels if "conv1" in k.ops)
+    assert prog.plan.buffers[kernel.outputs[0]].layout.advanced
+    func = prog.funcs[kernel.name]
+    scheduled = apply_steps(func, expert_steps(func, kernel.name, HOST)).mod["main"]
+    assert disagreement(func, scheduled, len(kernel.outputs), HOST) is None
+    assert prog.with_funcs({kernel.name: scheduled}).build(HOST).verify().ok

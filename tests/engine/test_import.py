@@ -5,6 +5,7 @@ committed) each refused with one line naming the problem."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -20,8 +21,10 @@ from torch.nn import functional as F  # noqa: E402
 from workbench.engine import networks, zoo  # noqa: E402
 from workbench.engine.errors import GraphError, SessionError  # noqa: E402
 from workbench.engine.frontend import MAX_MODEL_MB, check_upload, export_factory, import_file, parse_input  # noqa: E402
+from workbench.engine.frontend.framework import framework_of, framework_outputs  # noqa: E402
 from workbench.engine.program import make_program  # noqa: E402
-from workbench.engine.session import dumps, loads, new_session, replay  # noqa: E402
+from workbench.engine.replay import replay_to  # noqa: E402
+from workbench.engine.session import dumps, loads, new_session, replay, save  # noqa: E402
 
 # the tests make ONNX files with both of torch's exporters, the legacy one on purpose
 pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export",
@@ -255,6 +258,41 @@ def test_a_session_replays_its_file_and_refuses_it_once_changed(tmp_path):
         replay(session)
 
 
+@pytest.mark.parametrize("kind, framework", [("onnx_legacy", "ONNX Runtime"), ("pt2", "PyTorch")])
+def test_replay_checks_an_imported_model_against_its_own_framework(tmp_path, kind, framework):
+    path, _, _ = write_model(tmp_path, "Seq1d", kind)
+    session = new_session(zoo.file_model(str(path))[0])
+    report = replay_to(session, tmp_path / "out")
+    assert report.source["framework"] == framework and report.source["ok"] and report.ok
+    assert 0 < report.source["max_abs_error"] < 1e-4  # random inputs: float32 rounding, never exactly 0
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["source"] == report.source
+
+
+def test_replay_fails_when_the_framework_disagrees(tmp_path, monkeypatch, capsys):
+    from workbench import __main__ as cli
+    from workbench.engine import replay as replay_module
+
+    path, _, _ = write_model(tmp_path, "Seq1d", "pt2")
+    session = new_session(zoo.file_model(str(path))[0])
+    save(session, tmp_path / "s.json")
+    real = replay_module.framework_outputs
+    monkeypatch.setattr(replay_module, "framework_outputs", lambda m, xs: [y + 0.01 for y in real(m, xs)])
+    assert cli.main(["replay", str(tmp_path / "s.json"), "--out", str(tmp_path / "out")]) == 1
+    assert "outputs differ from PyTorch's" in capsys.readouterr().err
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["ok"] is False and report["source"]["ok"] is False and report["max_rel_error"] < 1e-4
+
+
+def test_a_zoo_graph_has_no_framework_and_a_builtin_network_has_pytorch():
+    assert framework_of({"zoo": "r18_block"}) is None
+    assert framework_of({"zoo": "bert_layer", "seq": 4}) == "PyTorch"
+    model = {"zoo": "bert_layer", "seq": 4, "hidden": 32, "heads": 2}
+    graph = zoo.load_model(model)
+    values = graph.random_inputs(0)
+    (want,) = framework_outputs(model, [values[t] for t in graph.inputs])
+    assert_close(run_graph(graph, values[graph.inputs[0]]), want)
+
+
 GOOD_SPEC = {"file": "m.onnx", "sha256": "0" * 64, "inputs": {"x": [1, 3]}}
 
 
@@ -319,6 +357,15 @@ def _onnx(op: str = "Relu", dtype: int = TensorProto.FLOAT, dims=(1, 8)) -> byte
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def _onnx_gather() -> bytes:
+    """x (1x8) gathered at constant int64 indices: TVM's TIR for it would read an int64 constant."""
+    idx = numpy_helper.from_array(np.array([0, 2], "int64"), "idx")
+    graph = helper.make_graph([helper.make_node("Gather", ["x", "idx"], ["y"], axis=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [idx])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
 def bad_models(folder: Path) -> dict[str, tuple[list[str], str]]:
     """Write the corpus into ``folder``: case -> (``import`` arguments, fragment of the one-line
     error). Shared with the command-line tests."""
@@ -331,7 +378,7 @@ def bad_models(folder: Path) -> dict[str, tuple[list[str], str]]:
         "int64.onnx": _onnx("Relu", TensorProto.INT64),
         "float64.onnx": _onnx("Relu", TensorProto.DOUBLE),
         "dynamic.onnx": _onnx(dims=("batch", 8)),
-        "unmapped.onnx": _onnx("Sin"),
+        "unmapped.onnx": _onnx_gather(),  # an op outside the library that cannot be an opaque kernel either
         "model.h5": b"HDF",
     }
     for name, data in files.items():
@@ -346,7 +393,7 @@ def bad_models(folder: Path) -> dict[str, tuple[list[str], str]]:
         "int64.onnx": "unsupported dtype int64 of input x",
         "float64.onnx": "unsupported dtype float64 of input x",
         "dynamic.onnx": "input x has a dynamic dim 0 ('batch'); give its shape with --input x=N,8",
-        "unmapped.onnx": "operator sin has no counterpart in the op library",
+        "unmapped.onnx": "has no counterpart in the op library, and cannot be an opaque kernel",
         "model.h5": "unknown model format '.h5'",
         "huge.onnx": f"over the {MAX_MODEL_MB} MB limit",
         "missing.onnx": "does not exist",

@@ -185,9 +185,10 @@ def _values(graph, seed=7, scale=1.0):
 
 
 def test_every_operator_of_the_library_has_a_case_and_a_numpy_implementation():
+    library = set(OPS) - {"opaque"}  # TVM's own TIR of an imported call: tests/engine/test_opaque.py
     covered = {build().node("op").type for build in CASES.values()}
-    assert covered == set(OPS), f"no test case for {sorted(set(OPS) - covered)}"
-    assert set(NUMPY) == set(OPS)
+    assert covered == library, f"no test case for {sorted(library - covered)}"
+    assert set(NUMPY) == library
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

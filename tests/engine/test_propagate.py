@@ -441,3 +441,19 @@ def test_conversions_of_graph_inputs_and_outputs_and_between_complex_ops_stay_ke
     plan = plan_layouts(g, book)
     assert {c.dst: c.fused for c in plan.conversions} == {"data@stored": False, "relu@out": False}
     assert [k.name for k in plan.kernels] == ["convert_data_stored", "pad", "conv", "convert_relu_out"]
+
+
+def test_a_max_pool_writes_zero_padding_into_the_tiles_of_the_conv_after_it():
+    """ResNet-18's stem: a max pool (its own -inf padding) feeds a conv with zero padding. When
+    the conv takes ALT's tiled input the pool writes those tiles directly, and the halo outside
+    the image must hold the conv's zeros, not the max pool's identity (-3e38)."""
+    b = GraphBuilder("pool_conv")
+    x = b.input("data", (1, 8, 18, 18))
+    p = b.op("pool", "pool2d", x, kernel=3, stride=2, padding=1, mode="max")
+    w = b.const("conv.weight", (16, 8, 3, 3), "OIHW")
+    b.op("conv", "conv2d", p, w, padding=1)
+    g = b.build()
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[3, 9], ot=16, it=8))
+    plan = run_all_buffers(g, book)
+    pool = next(k for k in plan.kernels if k.ops == ("pool",))
+    assert plan.buffers[pool.outputs[0]].layout.advanced  # the pool wrote the tiles itself

@@ -31,3 +31,7 @@ class SessionError(WorkbenchError):
 
 class TuneError(WorkbenchError):
     """A tuning job that cannot start or failed."""
+
+
+class TuneWarning(UserWarning):
+    """A tuning result that was not used (it gives wrong results), with what was used instead."""

@@ -2,7 +2,8 @@
 steps, are in ``presets``).
 
 A layout key is a tensor name, or ``"T@op"``: the layout complex op ``op`` wants for its input
-``T`` (see ``propagate``). Every function returns a new ``LayoutBook``; a refused primitive
+``T`` (see ``propagate``). An opaque op's output (``opaque``) is no key: its TIR writes the
+default layout only. Every function returns a new ``LayoutBook``; a refused primitive
 raises ``LayoutError`` and the book is unchanged.
 """
 
@@ -14,6 +15,7 @@ from .book import LayoutBook
 from .errors import LayoutError
 from .graph import Graph
 from .layout import Layout
+from .opaque import refusal
 from .propagate import base_layout
 from .step import Step
 
@@ -22,7 +24,7 @@ __all__ = ["layout_keys", "key_base", "current", "apply_layout", "apply_actions"
 
 def layout_keys(graph: Graph) -> list[str]:
     """Every key a layout can be applied to: tensors, then complex ops' input views."""
-    keys = list(graph.tensors)
+    keys = [t for t in graph.tensors if not _opaque_output(graph, t)]
     for n in graph.nodes:
         if n.kind == "complex":
             keys += [f"{t}@{n.name}" for t in n.inputs if graph.tensors[t].role != "const"]
@@ -35,6 +37,8 @@ def key_base(graph: Graph, key: str) -> Layout:
     graph.tensor(tensor)
     if op:
         node = graph.node(op)
+        if node.kind == "opaque":
+            raise LayoutError(f"{key}: {refusal(node)}")
         if node.kind != "complex" or tensor not in node.inputs:
             raise LayoutError(f"{key}: {op} is not a complex op reading {tensor}")
     return base_layout(graph, tensor)
@@ -45,8 +49,11 @@ def current(graph: Graph, book: LayoutBook, key: str) -> Layout:
 
 
 def apply_layout(graph: Graph, book: LayoutBook, key: str, primitive: str, args: dict[str, Any]) -> LayoutBook:
-    """Apply one primitive to the tensor (or input view) ``key``."""
+    """Apply one primitive to the tensor (or input view) ``key``; refused on an opaque op's output
+    (TVM's TIR for it writes the default layout only)."""
     base = key_base(graph, key)
+    if _opaque_output(graph, key):
+        raise LayoutError(refusal(graph.node(key)))
     host = None
     if primitive == "store_at":
         into = args.get("into")
@@ -64,6 +71,11 @@ def apply_actions(graph: Graph, book: LayoutBook, steps: Sequence[Step]) -> Layo
     for s in steps:
         book = apply_layout(graph, book, s.target, s.primitive, s.kwargs)
     return book
+
+
+def _opaque_output(graph: Graph, key: str) -> bool:
+    prod = graph.producer(key)
+    return prod is not None and prod.kind == "opaque"
 
 
 def access_text(lay: Layout) -> str:

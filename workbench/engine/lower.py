@@ -27,10 +27,18 @@ def _guard(value: Any, conds: list) -> Any:
     if not conds:
         return value
     cond = all_of(conds)
+    zero = tvm.tirx.const(0, "float32")
     if isinstance(value, tvm.tirx.Reduce):
-        return tvm.tirx.Reduce(value.combiner, value.source, value.axis,
-                               all_of([value.condition, cond]), value.value_index, value.init)
-    return tvm.tirx.if_then_else(cond, value, tvm.tirx.const(0, "float32"))
+        # the guard goes on every term, not on the reduction's predicate: with no term a max
+        # pool would give its identity (-3e38) where the padding must hold zero
+        cover = value.condition if _true(value.condition) else tvm.tirx.Or(value.condition, tvm.tirx.Not(cond))
+        return tvm.tirx.Reduce(value.combiner, [tvm.tirx.if_then_else(cond, src, zero) for src in value.source],
+                               value.axis, cover, value.value_index, value.init)
+    return tvm.tirx.if_then_else(cond, value, zero)
+
+
+def _true(cond: Any) -> bool:
+    return isinstance(cond, tvm.tirx.IntImm) and bool(cond.value)
 
 
 class _Reader:
@@ -76,6 +84,8 @@ def lower_kernel(plan: Plan, kernel: Kernel) -> tvm.tirx.PrimFunc:
     from .ops import OPS
 
     g = plan.graph
+    if kernel.ops and g.node(kernel.head).kind == "opaque":  # TVM's TIR, over default-layout buffers
+        return g.node(kernel.head).kwargs["call"].prim.with_attr("global_symbol", kernel.name)
     tensors: dict[str, te.Tensor] = {
         b: te.placeholder(plan.buffers[b].layout.shape, name=_name(b)) for b in kernel.inputs}
 

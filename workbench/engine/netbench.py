@@ -29,7 +29,8 @@ import numpy as np
 from .bench import Sidecar, call_timer, machine_name
 from .interleave import ROUNDS, Timer, remeasure
 
-__all__ = ["NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_network_results"]
+__all__ = ["KERNEL_COLUMNS", "NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_kernel_times",
+           "write_network_results"]
 
 NETWORK_NAMES = ("resnet18", "mobilenet_v2", "bert_layer")
 NETWORK_COLUMNS = ("network", "budget", "ours_ms", "torch_ms", "tvm_untuned_ms", "tvm_metaschedule_ms",
@@ -37,9 +38,10 @@ NETWORK_COLUMNS = ("network", "budget", "ours_ms", "torch_ms", "tvm_untuned_ms",
 _CONTENDERS = ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime")
 
 
-def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target: dict, x: np.ndarray
-          ) -> tuple[Timer, np.ndarray]:
-    """Tune the network's session (joint stage), build the replayed program, run it on ``x``."""
+def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target: dict, x: np.ndarray,
+          kernels_csv: Path) -> tuple[Timer, np.ndarray]:
+    """Tune the network's session (joint stage), build the replayed program, run it on ``x``;
+    where its time goes, kernel by kernel, is written to ``kernels_csv``."""
     from .session import new_session, replay
     from .tuning.options import TuneOptions
     from .tuning.stages import tune_session
@@ -53,7 +55,29 @@ def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target
     (inp,) = state.graph.inputs
     values[inp] = x
     (out,) = built.run(values).values()
+    write_kernel_times(built, values, kernels_csv)
     return call_timer(built.runner(values)), out
+
+
+KERNEL_COLUMNS = ("kernel", "kind", "ms", "share", "gflops", "ops")
+
+
+def write_kernel_times(built: Any, values: Mapping[str, np.ndarray], path: Path) -> list[dict]:
+    """Each kernel of ``built`` timed alone (``Built.time``), slowest first: its median ms, its
+    share of the sum, GFLOP/s, whether it is a stand-alone conversion, and the ops it runs."""
+    plan = built.program.plan
+    kinds = {k.name: ("conversion" if k.conversion is not None else "kernel") for k in plan.kernels}
+    ops = {k.name: " ".join(k.ops) for k in plan.kernels}
+    timings = built.time(values, repeat=3, min_ms=10.0)
+    total = sum(t.latency_ms for t in timings) or 1.0
+    rows = sorted(({"kernel": t.name, "kind": kinds[t.name], "ms": t.latency_ms, "share": t.latency_ms / total,
+                    "gflops": t.flops / t.latency_ms / 1e6 if t.latency_ms > 0 else 0.0, "ops": ops[t.name]}
+                   for t in timings), key=lambda r: -r["ms"])
+    with Path(path).open("w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=KERNEL_COLUMNS)
+        wr.writeheader()
+        wr.writerows({k: _fmt(v) for k, v in r.items()} for r in rows)
+    return rows
 
 
 def _torch_output(name: str, options: Mapping[str, int], x: np.ndarray) -> np.ndarray:
@@ -90,11 +114,15 @@ def _torch(name: str, options: Mapping[str, int], x: np.ndarray, threads: int) -
 
 
 def _relax(module: Any, x: np.ndarray) -> Any:
+    """The module in Relax, batch norms folded into the convs as our importer does (otherwise
+    TVM's kernels would carry four extra element-wise ops per conv and the comparison be unfair)."""
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 
+    from .frontend.convert import prepare
+
     ep = torch.export.export(module.eval(), (torch.from_numpy(x),))
-    return from_exported_program(ep, unwrap_unit_return_tuple=True)
+    return prepare(from_exported_program(ep, unwrap_unit_return_tuple=True))
 
 
 def _vm_timer(mod: Any, target: dict, x: np.ndarray, pipeline: Any) -> tuple[Timer, np.ndarray]:
@@ -158,7 +186,8 @@ def run_network_bench(names: tuple[str, ...], budget: int, out_dir: Path, target
     """Benchmark each network of ``names`` (see the module docstring; ``options``: a network's
     zoo options, e.g. a shorter sequence); rows as dicts of ``NETWORK_COLUMNS`` plus each
     contender's spread, its error against PyTorch (``*_err``) or why it failed (``*_error``),
-    written after each network. ``contenders`` picks some of them (PyTorch always runs)."""
+    written after each network, and ours kernel by kernel in ``NAME_kernels.csv``
+    (``write_kernel_times``). ``contenders`` picks some of them (PyTorch always runs)."""
     say = on_step or (lambda s: None)
     out_dir = Path(out_dir)
     threads = int(target.get("num-cores", os.cpu_count() or 1))
@@ -193,7 +222,7 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
         return sidecar.timer(_onnxruntime, onnx_path, x, threads), _onnxruntime_output(onnx_path, x)
 
     others: dict[str, Callable[[], tuple[Timer, np.ndarray]]] = {
-        "ours": lambda: _ours(name, opts, budget, work, target, x),
+        "ours": lambda: _ours(name, opts, budget, work, target, x, out_dir / f"{name}_kernels.csv"),
         "tvm_untuned": lambda: _vm_timer(mod, target, x, relax.get_default_pipeline),
         "tvm_metaschedule": lambda: _tvm_metaschedule(mod, target, x, budget, work),
         "onnxruntime": onnxruntime}

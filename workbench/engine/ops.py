@@ -621,3 +621,6 @@ def names_for(dims: str, rank: int) -> Sequence[str]:
         seen[ch] = seen.get(ch, 0) + 1
         out.append(ch if seen[ch] == 1 else f"{ch}{seen[ch]}")
     return out
+
+
+from . import opaque as _opaque  # noqa: E402,F401  (registers the "opaque" op type: TVM's TIR for an op not here)

@@ -31,6 +31,9 @@ Rules (the paper's, made concrete):
    the complex op's element-wise epilogue reads (the chain continues across it). A conversion
    between two complex ops, of a graph input, or back to a graph output's original layout
    stays a kernel of its own (``Conversion.fused``).
+7. An opaque op (TVM's TIR for an op the library does not model, ``engine.opaque``) is a kernel
+   of its own that reads and writes the default layout: propagation stops at it, a conversion
+   is inserted on each edge whose buffer is stored otherwise, and nothing is fused into it.
 """
 
 from __future__ import annotations
@@ -180,6 +183,10 @@ def same_storage(a: Layout, b: Layout) -> bool:
         return False
 
 
+#: kinds of op whose TE definition can write any layout (an opaque op's TIR writes the default one)
+_WRITES_ANY = ("elementwise", "other")
+
+
 def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
@@ -274,16 +281,21 @@ def plan_layouts(graph: Graph, book: LayoutBook, fuse: bool = True) -> Plan:
                                          f"stored at dim {att.dim} of {att.host} (store_at)")
     reads: dict[tuple[str, str], str] = {}
     for node in graph.nodes:
+        opaque = node.kind == "opaque"
         for t in node.inputs:
-            want = book.get(f"{t}@{node.name}") if node.kind == "complex" else None
             have = buffers[current[t]].layout
-            if want is None or same_storage(want, have):
+            if opaque:  # TVM's TIR reads the default layout, in the tensor's own shape
+                base = base_layout(graph, t)
+                want = None if have.shape == base.shape and same_storage(have, base) else base
+            else:
+                want = book.get(f"{t}@{node.name}") if node.kind == "complex" else None
+            if want is None or (not opaque and same_storage(want, have)):
                 reads[(node.name, t)] = current[t]
                 continue
             prod = graph.producer(t)
             # The producer writes the wish of ONE consumer; a second complex consumer wanting
             # another layout gets a conversion (before, it overwrote the first wish silently).
-            if (prod is not None and prod.kind != "complex" and t not in got and current[t] == t
+            if (prod is not None and prod.kind in _WRITES_ANY and t not in got and current[t] == t
                     and origins[t].how != "written for consumer"):
                 buffers[t] = Buffer(t, t, want, "op")
                 origins[t] = Origin(t, want.label, "written for consumer", node.name,
@@ -294,8 +306,11 @@ def plan_layouts(graph: Graph, book: LayoutBook, fuse: bool = True) -> Plan:
                 buffers[dst] = Buffer(dst, t, want, "const")
                 reads[(node.name, t)] = dst
             else:
-                why = (f"{prod.name} and {node.name} are both complex: tuned independently"
+                why = (f"{node.name} is an opaque kernel: it reads the default layout" if opaque
+                       else f"{prod.name} and {node.name} are both complex: tuned independently"
                        if prod is not None and prod.kind == "complex"
+                       else f"{prod.name} is an opaque kernel: it writes the default layout only"
+                       if prod is not None and prod.kind == "opaque"
                        else f"{t} already has layout {have.label}")
                 reads[(node.name, t)] = convert(current[t], f"{t}@{node.name}", t, want, why)
 
@@ -325,7 +340,8 @@ def _fuse(graph: Graph, buffers: dict[str, Buffer], reads: dict[tuple[str, str],
         prod = graph.producer(c.tensor)
         fused = (prod is not None and c.src == prod.name and buffers[c.src].source == "op"
                  and c.dst not in out_bufs  # the caller reads outputs: a kernel of their own (see module doc)
-                 and (prod.kind != "complex" or _epilogue_reads(graph, reads, prod, c.dst)))
+                 and (prod.kind in _WRITES_ANY
+                      or prod.kind == "complex" and _epilogue_reads(graph, reads, prod, c.dst)))
         marked.append(replace(c, fused=True, into=prod.name) if fused else c)
     return marked
 

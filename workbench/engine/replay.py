@@ -16,7 +16,10 @@ reference on random inputs, times each kernel and writes:
   ``spread_ms`` (max - min over repeats), ``repeats``, ``rounds`` and ``noisy`` (see ``timing``),
   ``gflops``, ``flops``; a tuned kernel also has ``tuned_ms`` (what its tuning measured: the
   median of one record's repeats, their spread not kept) and ``vs tuned`` (``timing.compare``:
-  "within noise" when that figure lies within the replay's range); also the session name, target and TVM version.
+  "within noise" when that figure lies within the replay's range); also the session name, target and TVM version;
+  for an imported model (or a built-in network), ``source``: the outputs against the framework the
+  model came from (``frontend.framework``: ONNX Runtime or PyTorch) on the same random inputs,
+  ``framework``, ``max_abs_error``, ``max_rel_error`` and ``ok``, which ``ok`` includes.
 
 Nothing is written when the session does not replay or a kernel does not build.
 """
@@ -26,11 +29,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
+import numpy as np
 import tvm
 
 from .errors import BuildError
+from .frontend.framework import framework_of, framework_outputs
 from .program import measure
 from .session import Session, State, replay
 from .standalone import write_network
@@ -55,6 +60,7 @@ class ReplayReport:
     total_spread_ms: float | None = None
     repeats: int | None = None
     noisy: bool | None = None
+    source: dict | None = None  # against the model's own framework (imported models, built-in networks)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -99,8 +105,9 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
     write_network(prog, state.graph.random_inputs(seed), out)
     tuned = _tuned_ms(state)
     total = m.total
+    source = _source_check(session, state, built, seed, say)
     report = ReplayReport(
-        ok=ver.ok, max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
+        ok=ver.ok and (source is None or source["ok"]), source=source, max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
         total_ms=total.median_ms, total_min_ms=total.min_ms, total_spread_ms=total.spread_ms, repeats=total.repeats,
         noisy=any(t.stats.noisy for t in timings),
         kernels=[{**t.row(), "schedule": state.schedule(t.name).kind, **_vs_tuned(t.stats, tuned.get(t.name))}
@@ -109,6 +116,30 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
         outputs={t: {"max_abs_error": a, "max_rel_error": r} for t, (a, r) in ver.per_output.items()})
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     return report
+
+
+def _source_check(session: Session, state: State, built: Any, seed: int, say: Callable[[str], None],
+                  rtol: float = 1e-4) -> dict | None:
+    """The program's outputs against the model's framework on the verification's inputs (the
+    errors relative to the largest output magnitude, as ``Built.verify``'s); None for a model
+    the op library defines."""
+    framework = framework_of(session.model)
+    if framework is None:
+        return None
+    say(f"checking the outputs against {framework}")
+    graph = state.graph
+    values = graph.random_inputs(seed)
+    want = framework_outputs(session.model, [values[t] for t in graph.inputs])
+    got = built.run(values)
+    if len(want) != len(graph.outputs):
+        raise BuildError(f"{framework} gives {len(want)} outputs, the graph {len(graph.outputs)}")
+    abs_err = rel_err = 0.0
+    for name, ref in zip(graph.outputs, want):
+        if got[name].shape != ref.shape:
+            raise BuildError(f"output {name} has shape {got[name].shape}, {framework}'s {ref.shape}")
+        err = float(np.max(np.abs(got[name].astype(np.float64) - ref)))
+        abs_err, rel_err = max(abs_err, err), max(rel_err, err / max(float(np.max(np.abs(ref))), 1e-30))
+    return {"framework": framework, "max_abs_error": abs_err, "max_rel_error": rel_err, "ok": rel_err < rtol}
 
 
 def _tuned_ms(state: State) -> dict[str, float]:

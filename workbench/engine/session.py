@@ -25,6 +25,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+import tvm_ffi
+
 from . import zoo
 from .errors import SessionError, WorkbenchError
 from .graph import Graph
@@ -206,8 +208,16 @@ class State:
         return new
 
     def _with_book(self, book: LayoutBook) -> State:
-        # new layouts give new kernels: every schedule and memo is dropped
-        return self._replace(book=book, schedules={}, _funcs={}, _conversions={})
+        """This state under new layouts. A kernel the layouts change loses its schedule (a trace
+        finds its blocks and loops by the kernel's structure); one they leave as it was keeps it:
+        in a network, an op's layout changes its neighbours' kernels only, not every tuned one."""
+        new = self._replace(book=book, schedules={}, _funcs={}, _conversions={})
+        if not self.schedules:
+            return new
+        before, after = self.program.funcs, new.program.funcs
+        kept = [k for k in self.schedules if k in after and tvm_ffi.structural_equal(before[k], after[k])]
+        return new._replace(schedules={k: self.schedules[k] for k in kept},
+                            _funcs={k: self._funcs[k] for k in kept if k in self._funcs})
 
     def _with_schedule(self, kernel: str, sched: KernelSchedule) -> State:
         return self._replace(schedules={**self.schedules, kernel: sched},

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # engine types, for readers only
 __all__ = ["KIND_COLOURS", "Box", "GraphGeometry", "collapse_kernels", "display_graph", "graph_figure",
            "graph_geometry", "matching_ops", "text_size"]
 
-KIND_COLOURS = {"complex": "#1f77b4", "elementwise": "#2ca02c", "other": "#7f7f7f",
+KIND_COLOURS = {"complex": "#1f77b4", "elementwise": "#2ca02c", "other": "#7f7f7f", "opaque": "#8c564b",
                 "conversion": "#d62728", "fused conversion": "#ff9896", "input": "#bcbd22", "output": "#17becf",
                 "kernel": "#9467bd"}
 _SYMBOLS = {"conversion": "diamond", "fused conversion": "diamond-open"}

@@ -12,7 +12,9 @@ from workbench.engine.loops import apply_trace_json
 from workbench.engine.program import make_program
 from workbench.engine.targets import DEFAULT_TARGET
 from workbench.engine.step import Step
-from workbench.engine.tuning.joint import Candidate, JointResult, _pick, joint_tune, layout_space
+from workbench.engine.conversions import conversion_bytes
+from workbench.engine.tuning import joint
+from workbench.engine.tuning.joint import Candidate, ConversionCosts, JointResult, _pick, joint_tune, layout_space
 from workbench.engine.tuning.options import TuneOptions
 from workbench.engine.tuning.progress import read_progress
 
@@ -68,6 +70,22 @@ def test_joint_tune_scores_candidates_then_tunes_loops(tmp_path, search):
     prog = make_program(g, book)
     prog = prog.with_funcs({"gmm": apply_trace_json(prog.funcs["gmm"], res.trace).mod["main"]})
     assert prog.build().verify().ok
+
+
+def test_a_layouts_conversions_are_timed_once_each_or_costed_at_copy_speed_over_rpc(monkeypatch):
+    g = zoo.load("r18_stem")
+    cand = next(c for c in layout_space(g, "conv")[1:] if c.kwargs["ot"] == 16)
+    prog = make_program(g, apply_actions(g, LayoutBook(), cand.actions(g, "conv")))
+    convs = [k.name for k in prog.plan.kernels if k.conversion is not None]
+    assert convs  # the tiled output is converted back for the graph's output
+    cache: dict = {}
+    first = ConversionCosts(DEFAULT_TARGET, cache).total_ms(prog)
+    assert first > 0 and 1 <= len(cache) <= len(convs)
+    cache.update({k: 1000.0 for k in cache})  # a second program with the same kernels is not timed again
+    assert ConversionCosts(DEFAULT_TARGET, cache).total_ms(make_program(g, prog.plan.book)) == 1000.0 * len(convs)
+    monkeypatch.setattr(joint, "copy_bandwidth", lambda target: 10.0)  # GB/s
+    moved = sum(conversion_bytes(prog, k) for k in convs)
+    assert ConversionCosts(DEFAULT_TARGET, None).total_ms(prog) == pytest.approx(moved / 1e7)
 
 
 def test_a_joint_budget_below_two_is_refused(tmp_path):

@@ -39,16 +39,18 @@ def test_a_tuned_step_with_a_foreign_trace_is_refused(gmm_session):
 
 
 def _twin_convs(path):
-    """x -> conv -> relu -> conv -> relu, the two convs alike (8 -> 8 channels, 3x3, pad 1), as ONNX."""
+    """Two alike branches of x, conv -> relu each (8 -> 8 channels, 3x3, pad 1), as ONNX: under
+    any layout the tuner picks, their kernels stay equal (both read x and write a graph output)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper, save
 
     rng = np.random.default_rng(0)
     ws = [numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype("float32"), f"w{i}") for i in (1, 2)]
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["b"]),
-             helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["y1"]),
+             helper.make_node("Conv", ["x", "w2"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y2"])]
+    out = [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 8, 10, 10]) for y in ("y1", "y2")]
     graph = helper.make_graph(nodes, "twins", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 10, 10])], ws)
+                              out, ws)
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
@@ -73,3 +75,63 @@ def test_ops_with_equal_kernels_are_tuned_once_and_share_the_result(tmp_path):
     done = replay(loads(dumps(tuned)))
     assert all(done.schedule(done.home_kernel(op)).kind == "tuned" for op in group)
     assert done.scheduled_program().build().verify().ok
+
+
+def _pool_convs(path):
+    """x -> max pool (3, stride 2, pad 1) -> conv 3x3 pad 1 -> relu -> conv 3x3 pad 1 -> relu, as
+    ONNX: ResNet-18's stem in small, where a tiled conv input is written by the pool or by the
+    previous conv's epilogue, zero halo included."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(1)
+    ws = [numpy_helper.from_array(rng.standard_normal((16, c, 3, 3)).astype("float32"), f"w{i}")
+          for i, c in ((1, 8), (2, 16))]
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p", "w1"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "pool_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 18, 18])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 9, 9])], ws)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_network_tuned_jointly_computes_what_it_computed_before(tmp_path):
+    from workbench.engine import zoo
+
+    spec, _ = zoo.file_model(str(_pool_convs(tmp_path / "pool_convs.onnx")))
+    session = new_session(spec)
+    tuned = tune_session(session, "joint", 6, tmp_path / "wd")
+    done = replay(loads(dumps(tuned)))
+    unscheduled = [k.name for k in done.program.plan.kernels if k.ops and done.schedule(k.name).kind == "default"]
+    assert not unscheduled  # complex kernels tuned or expert-scheduled, the pool on its analytic schedule
+    result = done.scheduled_program().build().verify()
+    assert result.ok, result
+
+
+def test_a_schedule_with_wrong_results_is_not_used_and_the_next_one_is(tmp_path):
+    """TVM's reverse_compute_at of an epilogue that writes a zero halo drops the halo's border
+    (it reads no tile): a kernel that forgets outputs. Such a schedule is refused with a warning
+    and the next way (here the expert schedule) is taken."""
+    from workbench.engine.errors import TuneWarning
+    from workbench.engine.tuning.stages import _expert, _first_correct
+
+    state = replay(new_session("r18_block"))
+    state = state.push(Step.make("preset", "conv2", "alt_tiled", tiles=[56, 56], ot=16, it=16))
+    kernel = state.home_kernel("conv1")
+    good = _expert("conv1")(state)
+    steps = list(good.session.steps[len(state.session.steps):])
+    at = next(i for i, s in enumerate(steps) if s.primitive == "reverse_compute_at")
+    wrong = [s for s in steps if s.get("block") != "relu1"]  # the epilogue joins the tile instead
+    wrong.insert(at + 1, steps[at].with_args(block="relu1") if hasattr(steps[at], "with_args") else
+                 Step.make("loop", kernel, "reverse_compute_at", **{**steps[at].kwargs, "block": "relu1"}))
+
+    def bad(s):
+        for step in wrong:
+            s = s.push(step)
+        return s
+
+    with pytest.warns(TuneWarning, match=f"kernel {kernel}: the tuned schedule gives wrong results \\(output 0 differs"):
+        chosen = _first_correct(state, "conv1", [("tuned schedule", bad), ("expert schedule", _expert("conv1"))])
+    assert chosen.session.steps == good.session.steps
+    assert chosen.scheduled_program().build().verify().ok

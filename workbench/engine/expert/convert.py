@@ -29,8 +29,8 @@ steps, from the kernel's single block (its loops run over the destination's stor
 - **parallel**: the outer loops are fused until they give every core several chunks, then run
   in parallel.
 
-``conversion_bandwidth`` measures a conversion kernel's rate (bytes read + written per second)
-against the machine's copy bandwidth.
+``conversion_ms`` times a conversion kernel; ``conversion_bandwidth`` gives its rate (bytes read +
+written per second) against the machine's copy bandwidth.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from ..loops import LoopInfo, apply_step, apply_steps, list_blocks, list_loops, 
 from ..step import Step
 from ..targets import target_from, vector_unit
 
-__all__ = ["conversion_steps", "Bandwidth", "conversion_bandwidth"]
+__all__ = ["conversion_steps", "Bandwidth", "conversion_bandwidth", "conversion_ms"]
 
 #: parallel chunks wanted per core (load balance across cores of unequal speed or load)
 _CHUNKS_PER_CORE = 8
@@ -124,9 +124,16 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     if [p.pos for p in order] != list(range(len(pieces))):
         names = [lp.name for lp in b.loops()]
         b.step("reorder", loops=[names[p.pos] for p in order])
-    # 3. parallel outer loops: fused until every core has several chunks
-    cur = b.loops()
-    outer = cur[:-1]
+    # 3. parallel outer loops
+    parallel_outer(b, b.loops()[:-1], cores)
+    # 4. vectorize the innermost loop
+    b.step("vectorize", loop=b.loops()[-1].name)
+    return b.steps
+
+
+def parallel_outer(b: "_Builder", outer: list, cores: int) -> None:
+    """Fuse the first of the ``outer`` loops until every core has several chunks, and run the
+    fused loop in parallel (a single chunk or a single core: left serial)."""
     take, chunks = 0, 1
     while take < len(outer) and chunks < cores * _CHUNKS_PER_CORE:
         chunks *= outer[take].extent
@@ -135,9 +142,6 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
         b.step("fuse", loops=[lp.name for lp in outer[:take]])
     if take and b.loops()[0].extent > 1 and cores > 1:
         b.step("parallel", loop=b.loops()[0].name)
-    # 4. vectorize the innermost loop
-    b.step("vectorize", loop=b.loops()[-1].name)
-    return b.steps
 
 
 class _Builder:
@@ -517,14 +521,11 @@ class Bandwidth:
         return self.gbs / self.copy_gbs if self.copy_gbs > 0 else 0.0
 
 
-def conversion_bandwidth(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | None = None,
-                         kernel: str = "conversion", min_s: float = 0.2) -> Bandwidth:
-    """Build ``func`` (after ``steps``; default ``conversion_steps``), time it on random data
-    (best of 5 repeats of at least ``min_s`` / 5 seconds each) and compare its rate with the
-    copy bandwidth of ``target`` on this machine (``ceilings.get_ceilings``, measured once).
-
-    Bytes = every input buffer read once + every output buffer written once: an unfold's halo
-    is counted once on the read side (what the source holds) and in full on the write side."""
+def conversion_ms(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | None = None,
+                  kernel: str = "conversion", min_s: float = 0.2) -> tuple[float, int]:
+    """Build ``func`` (after ``steps``; default ``conversion_steps``) and time it on random data:
+    the best of 5 repeats of at least ``min_s`` / 5 seconds each, in ms, and the bytes its
+    buffers hold (every input read once, every output written once)."""
     steps = conversion_steps(func, kernel, target) if steps is None else steps
     sch = apply_steps(func, steps)
     lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(target)).jit()
@@ -538,6 +539,15 @@ def conversion_bandwidth(func: tirx.PrimFunc, target: Mapping, steps: Sequence[S
     one = max(time.perf_counter() - t0, 1e-6)
     number = max(1, int(min_s / 5 / one))
     ev = lib.time_evaluator("main", tvm.cpu(), number=number, repeat=5)
-    secs = min(float(x) for x in ev(*args).results)
-    gbs = nbytes / secs / 1e9
-    return Bandwidth(kernel, nbytes, secs * 1e3, gbs, get_ceilings(target).copy_gbs)
+    return min(float(x) for x in ev(*args).results) * 1e3, nbytes
+
+
+def conversion_bandwidth(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | None = None,
+                         kernel: str = "conversion", min_s: float = 0.2) -> Bandwidth:
+    """``conversion_ms``'s timing as a rate, compared with the copy bandwidth of ``target`` on
+    this machine (``ceilings.get_ceilings``, measured once).
+
+    Bytes = every input buffer read once + every output buffer written once: an unfold's halo
+    is counted once on the read side (what the source holds) and in full on the write side."""
+    ms, nbytes = conversion_ms(func, target, steps, kernel, min_s)
+    return Bandwidth(kernel, nbytes, ms, nbytes / ms / 1e6, get_ceilings(target).copy_gbs)

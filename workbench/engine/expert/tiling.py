@@ -436,11 +436,17 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         b.attempt("reverse_compute_inline", block=blk)
     copy = f"{out}_local"
     remaining = [blk for blk in a.after if blk in list_blocks(b.sch)]
+    # TVM 0.27's reverse_compute_at keeps only the iterations that read the tile: an epilogue
+    # that pads (writes its consumer's zero halo) would lose its border, so it stays a pass of its own
+    padding = [blk for blk in remaining if _pads(b.sch.mod["main"], blk)]
     if outer:
         b.do("reverse_compute_at", block=copy, target_block=m, loop=outer[-1])
         for blk in remaining:
-            b.attempt("reverse_compute_at", block=blk, target_block=m, loop=outer[-1])
-    for blk in [copy] + remaining:
+            if blk not in padding:
+                b.attempt("reverse_compute_at", block=blk, target_block=m, loop=outer[-1])
+    for blk in padding:
+        _parallel_pass(b, blk)
+    for blk in [copy] + [blk for blk in remaining if blk not in padding]:
         inner = [lp for lp in b.loops(blk) if not outer or lp.depth >= len(units) + len(outer)]
         if inner and inner[-1].extent > 1:
             b.attempt("vectorize", block=blk, loop=inner[-1].name)
@@ -452,8 +458,25 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         b.do("vectorize", block=m, loop=v_tile[-1])
     b.do("decompose_reduction", block=m, loop=red[0])
     for blk in a.before:  # padding stages: a pass over memory, split among the cores
-        loops = [lp.name for lp in b.loops(blk)]
-        if len(loops) > 2 and b.attempt("fuse", block=blk, loops=loops[:-1]):
-            loops = ["_".join(loops[:-1]) + "_fused", loops[-1]]
-        b.attempt("parallel", block=blk, loop=loops[0])
+        _parallel_pass(b, blk, vector=False)
     return b.steps
+
+
+def _pads(func: tirx.PrimFunc, block: str) -> bool:
+    """Whether the block writes some elements from a condition (``if_then_else``: a pad)."""
+    found: list[bool] = []
+    visit_nodes(_realize(func, block)[0].block.body,
+                lambda n: found.append(True) if type(n).__name__ == "Call" and n.op.name.endswith(".if_then_else") else None)
+    return bool(found)
+
+
+def _parallel_pass(b: _Builder, block: str, vector: bool = True) -> None:
+    """A block on its own loop nest: outer loops fused and parallel, the innermost vectorized."""
+    loops = b.loops(block)
+    names = [lp.name for lp in loops]
+    if len(names) > 2 and b.attempt("fuse", block=block, loops=names[:-1]):
+        names = ["_".join(names[:-1]) + "_fused", names[-1]]
+    if len(names) > 1 or not vector:
+        b.attempt("parallel", block=block, loop=names[0])
+    if vector and len(names) > 1 and loops[-1].extent > 1:
+        b.attempt("vectorize", block=block, loop=names[-1])

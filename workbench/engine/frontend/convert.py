@@ -1,7 +1,8 @@
 """A Relax module (TVM's import of an ONNX or torch.export model) as the engine's ``Graph``.
 
-Each binding of ``main`` is mapped onto the op library (``_MAP``); bindings whose inputs are all
-constants are evaluated here with NumPy (``_FOLD``) instead of by TVM's ``FoldConstant``, which
+Each binding of ``main`` is mapped onto the op library (``_MAP``); any other op becomes an
+opaque kernel, TVM's legalized TIR for that call alone (``_opaque``, ``engine.opaque``). Bindings
+whose inputs are all constants are evaluated here with NumPy (``_FOLD``) instead of by TVM's ``FoldConstant``, which
 compiles one kernel per expression (10 s of ResNet-18's import). Batch norms right after a conv
 are folded into it by TVM (``prepare``); the others arrive as per-channel arithmetic that
 ``peephole`` merges into one scale and one bias, or into the weight of the op before them.
@@ -31,6 +32,7 @@ from tvm import relax
 
 from ..errors import GraphError
 from ..graph import Graph, GraphBuilder
+from ..opaque import legalize
 from .peephole import BIG, simplify
 
 __all__ = ["prepare", "to_graph"]
@@ -55,8 +57,9 @@ def prepare(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def to_graph(mod: tvm.IRModule, name: str, doc: str = "") -> Graph:
-    """Map ``mod["main"]`` onto the op library; refuse (``GraphError``) an op with no counterpart,
-    a dtype other than float32, or a shape that is not static."""
+    """Map ``mod["main"]`` onto the op library, other ops as opaque kernels; refuse (``GraphError``)
+    an op with no counterpart that TVM cannot legalize into one kernel, a dtype other than float32,
+    or a shape that is not static."""
     return _Converter(name).run(mod["main"], doc)
 
 
@@ -149,7 +152,7 @@ class _Converter:
             out = np.asarray(_FOLD[op](call.attrs, *args))
             return out.astype(dtype) if dtype else out
         if op not in _MAP:
-            raise GraphError(f"operator {op} has no counterpart in the op library (the workbench cannot import it yet)")
+            return _opaque(self, call, args)
         _check_dtype(call.ty, f"output of {op}")
         return _MAP[op](self, call, args, _shape_of(call.ty, f"output of {op}"))
 
@@ -529,6 +532,46 @@ def _call_tir(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str |
     c = float(scalar[0].reshape(-1)[0])
     lo, hi = (max(c, -BIG), BIG) if func == "maximum" else (-BIG, min(c, BIG))
     return cv.wrap(cv.op("clip", "clip", cv.source(tensor[0]), lo=lo, hi=hi), out)
+
+
+def _opaque(cv: _Converter, call: relax.Call, args: list) -> str:
+    """Any other op: an opaque kernel, TVM's legalized TIR for the call (``engine.opaque``). Each
+    computed tensor it reads is a parameter; a float32 constant tensor a graph constant
+    ``<op>.arg<i>`` (its parameter too); scalars, shapes and other constants stay in the call."""
+    op = call.op.name.removeprefix("relax.")
+    try:
+        _check_dtype(call.ty, f"output of {op}")
+        _shape_of(call.ty, f"output of {op}")
+    except GraphError as e:
+        raise GraphError(f"operator {op} has no counterpart in the op library, and cannot be an opaque kernel: "
+                         f"{e}") from None
+    name = cv.name(re.sub(r"^\w+\.", "", op))
+    inputs: list[str] = []
+    params: dict[str, relax.Var] = {}
+
+    def param(tensor: str) -> relax.Var:
+        if tensor not in params:
+            inputs.append(tensor)
+            params[tensor] = relax.Var(_sanitize(tensor), relax.TensorType(cv.shape(tensor), "float32"))
+        return params[tensor]
+
+    def arg(expr: Any, value: Any) -> Any:
+        if isinstance(expr, relax.Tuple):
+            return relax.Tuple([arg(e, v) for e, v in zip(expr.fields, value)])
+        if expr is not None and not isinstance(expr, (relax.Var, tvm.ir.GenericConst)):
+            return expr  # shapes, prim values, strings: as the call has them
+        if isinstance(value, (str, _View)):
+            return param(cv.real(value))
+        if isinstance(value, np.ndarray):
+            if value.ndim == 0 or value.dtype != np.float32:
+                return relax.const(value)
+            return param(cv.b.const(f"{name}.arg{len(inputs)}", value.shape, value=value))
+        if isinstance(value, tuple) and not _is_shape(value):
+            return relax.Tuple([arg(None, v) for v in value])
+        raise GraphError(f"operator {op} takes an argument {str(expr)[:60]} the workbench cannot pass on")
+
+    new_args = [arg(e, v) for e, v in zip(call.args, args)]
+    return cv.b.op(name, "opaque", *inputs, op=op, call=legalize(call, new_args, [params[t] for t in inputs]))
 
 
 _MAP: dict[str, Callable[[_Converter, relax.Call, list, Shape], Any]] = {

@@ -5,8 +5,10 @@ family: output tiles per spatial dim, ``ot``, ``it``; ``layouts.nkn`` for GMM: `
 *Cross exploration*: a layout candidate is scored by its kernel's expert schedule (the seed of
 a MetaSchedule loop tuning of ``options.per_candidate`` measurements, one by default: so the
 joint share scores as many layouts as it has measurements); only candidates whose vectorized
-dim fills whole vector registers of the target are proposed. A layout's score adds the
-conversions it brings beyond the default layout's, costed at the machine's copy bandwidth. The search over candidates is a local search
+dim fills whole vector registers of the target are proposed. A layout's score adds the time of
+the stand-alone conversions it brings to the graph beyond the default layout's: each distinct
+conversion kernel is built with its analytic schedule and timed once (``ConversionCosts``; at
+the machine's copy bandwidth when candidates are timed over RPC). The search over candidates is a local search
 guided by a cost model (XGBoost on template features, trained on the candidates scored so
 far; see ``_pick``), which must beat random sampling at the same budget;
 ``TuneOptions(search="random")`` is that baseline. The default layout is always the first
@@ -24,15 +26,17 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import tvm_ffi
 
 from ..errors import TuneError, WorkbenchError
 from ..graph import Graph
 from ..book import LayoutBook
 from ..keys import apply_actions
 from ..presets import preset_actions
-from ..program import make_program
+from ..program import Program, make_program
 from ..ceilings import copy_bandwidth
 from ..conversions import conversion_bytes
+from ..expert.convert import conversion_ms
 from ..step import Step
 from ..targets import vector_unit
 from .loop import tune_loops
@@ -40,7 +44,7 @@ from .options import TuneOptions
 from .records import TuneTask
 from .runner import Measurers
 
-__all__ = ["Candidate", "JointResult", "layout_space", "candidates_scored", "joint_tune"]
+__all__ = ["Candidate", "ConversionCosts", "JointResult", "layout_space", "candidates_scored", "joint_tune"]
 
 _TILES = (1, 2, 4, 7, 8, 14, 16, 28, 32)
 _CHANNELS = (1, 2, 3, 4, 8, 16, 32, 64)
@@ -232,15 +236,19 @@ def _per_candidate(budget: int, options: TuneOptions) -> int:
 
 def candidates_scored(budget: int, options: TuneOptions, space: int) -> int:
     """How many of ``space`` layout candidates a joint tuning of ``budget`` measurements scores
-    (its ``joint_fraction`` share, ``per_candidate`` measurements each, at least one: the
-    default layout), the rest of the budget going to the loop-only stage.
+    (its ``joint_fraction`` share, ``per_candidate`` measurements each), the rest of the budget
+    going to the loop-only stage. A budget that would score the default layout alone scores the
+    prior's best layout too when it can, and then has no loop-only stage: in a network, most
+    ops get two or three measurements, and a layout that gives a stride-2 conv a gather-free
+    vector loop is worth more than one search step from the expert schedule.
 
-    >>> candidates_scored(64, TuneOptions(), 40), candidates_scored(2, TuneOptions(), 40)
-    (19, 1)
+    >>> [candidates_scored(b, TuneOptions(), 40) for b in (64, 5, 2, 1)], candidates_scored(2, TuneOptions(), 1)
+    ([19, 2, 2, 1], 1)
     """
     per_candidate = _per_candidate(budget, options)
     joint_budget = min(budget - 1, max(per_candidate, int(round(budget * options.joint_fraction))))
-    return max(1, min(space, joint_budget // per_candidate))
+    scored = max(1, min(space, joint_budget // per_candidate))
+    return 2 if scored == 1 and space > 1 and budget >= 2 * per_candidate else scored
 
 
 def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: Path, budget: int,
@@ -269,12 +277,12 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     scored: dict[Candidate, float] = {}
     results: dict[Candidate, Any] = {}
     used = 0
-    bytes_per_ms = copy_bandwidth(target) * 1e6  # conversions at the machine's copy bandwidth
-    base_moved = None
+    costs = ConversionCosts(target, measurers.conversions if options.rpc is None else None)
+    base_cost = None
     for k in range(n_cand):
         cand = space[0] if k == 0 else _pick(space, scored, rng, options.search, lanes)
         try:
-            task, moved = _task(graph, book, op, cand)
+            task, prog = _task(graph, book, op, cand)
         except WorkbenchError:
             scored[cand] = math.inf  # a template that does not fit this op: skip it
             continue
@@ -282,9 +290,12 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
                          replace(options, seed=options.seed_plus(k)), stage="joint", layout_label=cand.label,
                          measurers=measurers)[op]
         used += res.measurements
-        base_moved = moved if base_moved is None else base_moved
-        # the conversions this layout adds to the graph's are paid by it (at copy speed)
-        scored[cand] = res.best_ms + max(0, moved - base_moved) / bytes_per_ms if res.best_ms is not None else math.inf
+        if res.best_ms is None:
+            scored[cand] = math.inf
+        else:  # the conversions this layout adds to the graph's are paid by it
+            cost = costs.total_ms(prog)
+            base_cost = cost if base_cost is None else base_cost
+            scored[cand] = res.best_ms + max(0.0, cost - base_cost)
         results[cand] = (res, work_dir / f"cand{k}", task)
         if on_candidate:
             on_candidate(cand, res.best_ms)
@@ -301,10 +312,33 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
     return JointResult(op, best, res.best_ms, res.trace, [(c, scored[c]) for c in scored], used)
 
 
-def _task(graph: Graph, book: LayoutBook, op: str, cand: Candidate) -> tuple[TuneTask, int]:
-    """The op's kernel under ``cand`` and the bytes its stand-alone conversions move."""
+def _task(graph: Graph, book: LayoutBook, op: str, cand: Candidate) -> tuple[TuneTask, Program]:
+    """The op's kernel under ``cand``, and the whole program (for its conversions)."""
     prog = make_program(graph, apply_actions(graph, book, cand.actions(graph, op)))
     if op not in prog.funcs:
         raise TuneError(f"no kernel {op} under layout {cand.label}")
-    moved = sum(conversion_bytes(prog, k.name) for k in prog.plan.kernels if k.conversion)
-    return TuneTask(op, prog.funcs[op], prog.flops[op]), moved
+    return TuneTask(op, prog.funcs[op], prog.flops[op]), prog
+
+
+class ConversionCosts:
+    """What a program's stand-alone conversion kernels cost, in ms. Each distinct kernel (by
+    structural hash) is built with its analytic schedule and timed once in this process and
+    remembered in ``cache`` (a whole network's other conversions stay the same from candidate to
+    candidate); with ``cache=None`` (candidates timed on RPC servers, not here) the bytes they
+    move are costed at this machine's copy bandwidth instead."""
+
+    def __init__(self, target: Mapping, cache: dict[int, float] | None) -> None:
+        self.target, self.cache = target, cache
+
+    def total_ms(self, prog: Program) -> float:
+        kernels = [k.name for k in prog.plan.kernels if k.conversion is not None]
+        if self.cache is None:
+            return sum(conversion_bytes(prog, k) for k in kernels) / (copy_bandwidth(self.target) * 1e6)
+        return sum(self._ms(prog.funcs[k], k) for k in kernels)
+
+    def _ms(self, func: Any, kernel: str) -> float:
+        key = int(tvm_ffi.structural_hash(func))
+        if key not in self.cache:
+            # 50 ms of timing: conversions run for microseconds to milliseconds
+            self.cache[key] = conversion_ms(func, self.target, kernel=kernel, min_s=0.05)[0]
+        return self.cache[key]

@@ -86,6 +86,7 @@ class Measurers:
         self._scratch: Path | None = None
         self._builders: dict[float, ms.builder.LocalBuilder] = {}
         self._runner: ms.runner.LocalRunner | None = None
+        self.conversions: dict[int, float] = {}  # conversion kernel's structural hash -> ms (joint.ConversionCosts)
 
     def __enter__(self) -> Measurers:
         return self

@@ -9,11 +9,14 @@ run that was stopped loses no completed measurement.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
-from ..errors import TuneError, WorkbenchError
+from ..agreement import disagreement
+from ..errors import TuneError, TuneWarning, WorkbenchError
+from ..expert.simple import simple_steps
 from ..loops import list_blocks
 from ..session import Session, State, replay
 from ..step import Step
@@ -90,22 +93,91 @@ def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()
     return out
 
 
+def _disagreement(state: State, kernel: str) -> str | None:
+    """How the kernel's schedule changes its results (``agreement``), None when it does not."""
+    if state.schedule(kernel).kind == "default":
+        return None
+    k = next(k for k in state.program.plan.kernels if k.name == kernel)
+    return disagreement(state.program.funcs[kernel], state.scheduled(kernel), len(k.outputs), state.session.target)
+
+
+def _first_correct(state: State, op: str, tries: Sequence[tuple[str, Callable[[State], State]]]) -> State:
+    """The first of ``tries`` (what it is, how to apply it) that TVM accepts and after which the
+    kernel ``op`` (or the one holding op ``op``) computes what its unscheduled kernel does; ``state`` when none does.
+    A wrong one is skipped with a warning: MetaSchedule measures candidates without checking
+    their output, and a kernel that forgets part of it looks fast."""
+    for what, attempt in tries:
+        try:
+            new = attempt(state)
+        except WorkbenchError:
+            continue
+        kernel = op if op in new.program.funcs else new.home_kernel(op)
+        if (why := _disagreement(new, kernel)) is None:
+            return new
+        warnings.warn(f"kernel {kernel}: the {what} gives wrong results ({why}); not used", TuneWarning, stacklevel=2)
+    return state
+
+
+def _expert(op: str, candidate: Candidate | None = None) -> Callable[[State], State]:
+    """Apply ``candidate``'s layout (if any), then the expert schedule of ``op``'s kernel."""
+    def attempt(state: State) -> State:
+        step = candidate.step(op) if candidate else None
+        laid = state.push(step) if step else state
+        return laid.with_expert_schedule(laid.home_kernel(op))
+    return attempt
+
+
+def _layout_only(op: str, candidate: Candidate) -> Callable[[State], State]:
+    return lambda state: state.push(step) if (step := candidate.step(op)) else state
+
+
+def _take_result(state: State, res: JointResult) -> State:
+    """The joint stage's result for its op: its tuned step, else (wrong results) its layout on
+    the expert schedule, else its layout alone."""
+    return _first_correct(state, res.op, [("tuned schedule", lambda s: s.push(res.step())),
+                                          ("expert schedule", _expert(res.op, res.best)),
+                                          ("default schedule", _layout_only(res.op, res.best))])
+
+
 def _take_twin(state: State, res: JointResult, twin: str) -> State:
     """``twin`` with the result of the op it equals; when the layouts chosen so far changed its
     kernel so that the trace no longer applies, the same layout on its expert schedule."""
     # the kernels are equal but their blocks are named after their own ops: the trace finds its
     # blocks by name, so rename them (both kernels as they are now, under the layouts chosen)
     mine, theirs = (list_blocks(state.program.funcs[state.home_kernel(op)]) for op in (res.op, twin))
-    try:
-        return state.push(res.step(twin, dict(zip(mine, theirs)) if len(mine) == len(theirs) else {}))
-    except WorkbenchError:
-        pass
-    try:
-        step = res.best.step(twin)
-        laid = state.push(step) if step else state
-        return laid.with_expert_schedule(laid.home_kernel(twin))
-    except WorkbenchError:  # left on its current layout and schedule: the session stays valid
+    names = dict(zip(mine, theirs)) if len(mine) == len(theirs) else {}
+    return _first_correct(state, twin, [("tuned schedule", lambda s: s.push(res.step(twin, names))),
+                                        ("expert schedule", _expert(twin, res.best)),
+                                        ("default schedule", _layout_only(twin, res.best))])
+
+
+def _rescheduled(state: State, tuned: Mapping[str, Step]) -> State:
+    """Kernels that lost their schedule when a later op's layout changed them (their epilogue
+    now writes that op's layout): their own tuned trace again where it still applies, else their
+    expert schedule. Never left unscheduled, which in a network is 50-100x slower; the simple
+    kernels (a pool, an element-wise op that writes a conv's tiles) take their analytic schedule
+    (``expert.simple``)."""
+    for k in state.program.plan.kernels:
+        if state.schedule(k.name).kind != "default" or not k.ops:
+            continue
+        if state.graph.node(k.head).kind != "complex":  # several blocks (softmax...): TVM's defaults
+            state = _first_correct(state, k.head, [("analytic schedule", _simple(k.name))])
+            continue
+        tries = [("expert schedule", _expert(k.head))]
+        if (step := tuned.get(k.head)) is not None:
+            again = Step.make("tuned", k.name, "tuned", stage=f"{step.get('stage')} (re-applied)",
+                              trace=step.get("trace"), measurements=0)
+            tries.insert(0, ("tuned schedule, re-applied", lambda s, again=again: s.push(again)))
+        state = _first_correct(state, k.head, tries)  # else left unscheduled: the session stays valid
+    return state
+
+
+def _simple(kernel: str) -> Callable[[State], State]:
+    def attempt(state: State) -> State:
+        for step in simple_steps(state.program.funcs[kernel], kernel, state.session.target):
+            state = state.push(step)
         return state
+    return attempt
 
 
 def tune_session(session: Session, stage: str, budget: int, work_dir: Path, options: TuneOptions = TuneOptions(),
@@ -124,6 +196,7 @@ def tune_session(session: Session, stage: str, budget: int, work_dir: Path, opti
     work_dir = Path(work_dir)
     state = replay(session)
     prog = state.program
+    tuned: dict[str, Step] = {}
     with Measurers() as measurers:
         if stage == "joint":
             for share in joint_shares(state, budget, options):
@@ -131,15 +204,17 @@ def tune_session(session: Session, stage: str, budget: int, work_dir: Path, opti
                 hear = (lambda c, s, op=op: on_candidate(op, c, s)) if on_candidate else None
                 res = joint_tune(state.graph, state.book, op, session.target, work_dir / "joint" / op, share.budget,
                                  options, on_candidate=hear, measurers=measurers)
-                state = state.push(res.step())
+                state = _take_result(state, res)
+                tuned[op] = res.step()
                 for twin in share.twins:
                     state = _take_twin(state, res, twin)
-            return state.session
+            return _rescheduled(state, tuned).session
         tasks = [TuneTask(k.name, prog.funcs[k.name], max(prog.flops.get(k.name, 0), 1)) for k in prog.plan.kernels]
         results = tune_loops(tasks, session.target, work_dir / "loop", budget, options, stage="loop",
                              measurers=measurers)
     for name, r in results.items():
         if r.best_ms is not None:
-            state = state.push(Step.make("tuned", name, "tuned", stage="loop", trace=r.trace, latency_ms=r.best_ms,
-                                         measurements=r.measurements))
+            step = Step.make("tuned", name, "tuned", stage="loop", trace=r.trace, latency_ms=r.best_ms,
+                             measurements=r.measurements)
+            state = _first_correct(state, name, [("tuned schedule", lambda s, step=step: s.push(step))])
     return state.session
