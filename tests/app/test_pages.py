@@ -136,6 +136,17 @@ def test_a_loop_primitive_updates_the_loop_nest(at):
     assert at.code[-2].value == before  # the "before" pane shows the nest before the primitive
 
 
+def test_the_loop_table_names_each_loop_after_its_layout_dim(at):
+    """r18_stem's conv writes NCHW: its loops i0..i3 run over N, C, H, W, its reductions keep their names."""
+    at.switch_page("pages/loops.py").run()
+    at.selectbox(key="loop_kernel").set_value("conv").run()
+    table = next(d.value for d in at.dataframe if "layout dim" in d.value.columns)
+    conv = table[table.block == "conv"]
+    spatial = conv[~conv.reduction]
+    assert list(spatial["layout dim"]) == ["N", "C", "H", "W"], conv
+    assert all(conv[conv.reduction]["layout dim"] == conv[conv.reduction]["loop"]), conv
+
+
 def test_a_loop_primitive_tvm_refuses_shows_its_reason_and_changes_nothing(at):
     at.switch_page("pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()

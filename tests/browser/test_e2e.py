@@ -225,3 +225,37 @@ def test_a_narrow_window_stacks_the_panes_with_no_horizontal_overflow(server, tm
     assert wide_sidebar == "false"
     assert overflow == {"page": 0, "elements": 0}, overflow
     assert len(boxes) == 2 and boxes[1]["y"] >= boxes[0]["y"] + boxes[0]["height"] - 1, boxes  # stacked
+
+
+@needs_chromium
+def test_an_uploaded_onnx_network_opens_on_the_graph_page(server, tmp_path):
+    """The Sessions page imports an ONNX file (a small CNN made here by torch's exporter): the new
+    session's graph is drawn with the imported ops, and the sidebar names the file."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.engine.test_import import write_model
+
+    path, _, _ = write_model(tmp_path, "Convs", "onnx_legacy")
+    with sync_playwright() as p:
+        browser = _launch(p, tmp_path)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(server)
+            page.locator(_DRAWN).first.wait_for(timeout=60_000)
+            page.get_by_role("link", name="Sessions").first.click()
+            page.get_by_role("heading", name="Import a model").wait_for(timeout=30_000)
+            page.get_by_test_id("stFileUploader").filter(has_text="An ONNX file").locator(
+                "input[type=file]").set_input_files(str(path))
+            page.get_by_role("button", name="Import the model").click()
+            expect(page.get_by_text(f"imported {path.name}:")).to_be_visible(timeout=60_000)
+            page.get_by_role("link", name="Graph").first.click()
+            # the imported ops are drawn: its transposed conv and softmax are nowhere in r18_stem
+            expect(page.locator(".js-plotly-plot text", has_text=re.compile(r"^softmax")).first).to_be_visible(
+                timeout=45_000)
+            expect(page.locator(".js-plotly-plot text", has_text=re.compile(r"^tconv")).first
+                   ).to_be_visible()
+            sidebar = page.get_by_test_id("stSidebar").inner_text()
+            page.screenshot(path=str(ARTIFACTS / "graph_imported.png"), full_page=True)
+        finally:
+            browser.close()
+    assert f"Session {path.stem}-" in sidebar, sidebar  # the new session, named after the stored file

@@ -17,6 +17,7 @@ import tvm
 from tvm import te
 
 from .index import all_of, index_scope, simplify
+from .layout import Layout
 from .propagate import Kernel, Plan, base_layout
 
 __all__ = ["lower_kernel", "lower", "stored_constants"]
@@ -76,6 +77,19 @@ def _name(buffer: str) -> str:
 
 
 def lower_kernel(plan: Plan, kernel: Kernel) -> tvm.tirx.PrimFunc:
+    """See ``_lower``."""
+    return _lower(plan, kernel, {})
+
+
+def stage_layouts(plan: Plan, kernel: Kernel) -> dict[str, Layout]:
+    """The layout each stage of the kernel's PrimFunc writes, by block name (``engine.loopdims``
+    names loops after these layouts' dims); empty for an opaque kernel (TVM's TIR)."""
+    layouts: dict[str, Layout] = {}
+    _lower(plan, kernel, layouts)
+    return layouts
+
+
+def _lower(plan: Plan, kernel: Kernel, layouts: dict[str, Layout]) -> tvm.tirx.PrimFunc:
     """The kernel as a PrimFunc whose parameters are its input then output buffers.
 
     A conversion fused into the kernel (``kernel.fused``) is a stage right after the op that
@@ -97,7 +111,7 @@ def lower_kernel(plan: Plan, kernel: Kernel) -> tvm.tirx.PrimFunc:
         return body_of("layout_transform", [conv.tensor], {}, [conv.src], conv.tensor)
 
     def stage(out_buf: str, body, name: str) -> None:
-        lay = plan.buffers[out_buf].layout
+        lay = layouts[_name(name)] = plan.buffers[out_buf].layout
         tensors[out_buf] = te.compute(lay.shape, _stored_compute(lay, body), name=_name(name))
 
     if kernel.conversion:

@@ -8,7 +8,9 @@ from typing import Mapping
 
 from .counters import Counters, perf_counters
 from .footprint import Profile, profile_kernel
+from .loopdims import loop_dims
 from .loops import LoopInfo, list_blocks, list_loops, script
+from .lower import stage_layouts
 from .session import State
 
 __all__ = ["NestView", "nest_view", "cache_profile", "state_counters"]
@@ -16,19 +18,24 @@ __all__ = ["NestView", "nest_view", "cache_profile", "state_counters"]
 
 @dataclass(frozen=True)
 class NestView:
-    """A kernel's blocks (in order), the loops around each (outermost first) and its TVMScript."""
+    """A kernel's blocks (in order), the loops around each (outermost first), its TVMScript and,
+    block -> loop -> name, the layout dims a loop runs over (``loopdims``; not every loop has one)."""
 
     kernel: str
     blocks: tuple[str, ...]
     loops: Mapping[str, tuple[LoopInfo, ...]]
     script: str
+    dims: Mapping[str, Mapping[str, str]]
 
 
 def nest_view(state: State, kernel: str) -> NestView:
     """The kernel after its schedule (see ``State.schedule``)."""
     func = state.scheduled(kernel)
     blocks = tuple(list_blocks(func))
-    return NestView(kernel, blocks, {b: tuple(list_loops(func, b)) for b in blocks}, script(func))
+    plan = state.program.plan
+    stages = stage_layouts(plan, next(k for k in plan.kernels if k.name == kernel))
+    dims = loop_dims(func, {name: [d.name for d in lay.dims] for name, lay in stages.items()})
+    return NestView(kernel, blocks, {b: tuple(list_loops(func, b)) for b in blocks}, script(func), dims)
 
 
 def cache_profile(state: State, kernel: str, caches: Mapping[str, int], line_bytes: int) -> Profile:

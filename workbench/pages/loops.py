@@ -29,8 +29,9 @@ if (sched := state.schedule(kernel)).kind == "conversion":
 blocks, loops = list(view.blocks), view.loops
 
 with st.expander("Blocks and loops (outermost first)", expanded=True):
-    st.dataframe(pd.DataFrame([{"block": b, "loop": lp.name, "extent": lp.extent, "kind": lp.kind,
-                                "reduction": lp.reduction} for b in blocks for lp in loops[b]]),
+    st.dataframe(pd.DataFrame([{"block": b, "loop": lp.name, "layout dim": view.dims.get(b, {}).get(lp.name, ""),
+                                "extent": lp.extent, "kind": lp.kind, "reduction": lp.reduction}
+                               for b in blocks for lp in loops[b]]),
                  hide_index=True, width="stretch", key="loop_table")
 
 prim = st.selectbox("Loop primitive", list(PRIMITIVES), key="loop_prim", format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
