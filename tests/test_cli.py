@@ -98,6 +98,14 @@ def test_bad_target_and_missing_file_are_user_errors(tmp_path):
 
 ########## In process (no subprocess needed) ##########
 
+def test_the_network_benchmark_refuses_an_unknown_network_or_contender(tmp_path, capsys):
+    assert cli.main(["bench", "--suite", "networks", "--only", "vgg", "--out", str(tmp_path)]) == 2
+    assert "no network 'vgg'" in capsys.readouterr().err
+    assert cli.main(["bench", "--suite", "networks", "--contenders", "ours,tensorrt", "--out", str(tmp_path)]) == 2
+    assert "no contender 'tensorrt'; the contenders: ours, torch" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before anything ran
+
+
 def test_a_mismatch_exits_with_1(monkeypatch, tmp_path, capsys):
     from workbench.engine import replay
 

@@ -297,7 +297,11 @@ def _bench_networks(a: argparse.Namespace) -> int:
         bar.set_postfix_str(msg)
         bar.update(1)
 
-    rows = netbench.run_network_bench(names, a.budget, out, _target(a.target) or dict(DEFAULT_TARGET), on_step=step)
+    contenders = tuple(a.contenders.split(",")) if a.contenders else netbench.CONTENDERS
+    if unknown := [c for c in contenders if c not in netbench.CONTENDERS]:
+        raise WorkbenchError(f"--contenders: no contender {unknown[0]!r}; the contenders: {', '.join(netbench.CONTENDERS)}")
+    rows = netbench.run_network_bench(names, a.budget, out, _target(a.target) or dict(DEFAULT_TARGET), on_step=step,
+                                      contenders=contenders)
     bar.close()
     print((out / "networks.md").read_text())
     errors = [f"{r['network']} {k[:-6]}: {v}" for r in rows for k, v in r.items() if k.endswith("_error")]
@@ -406,6 +410,8 @@ def parser() -> argparse.ArgumentParser:
                         "and ONNX Runtime")
     b.add_argument("--budget", type=int, default=64)
     b.add_argument("--only", help="comma-separated workload names")
+    b.add_argument("--contenders", help="with --suite networks: comma-separated contenders to run (PyTorch always "
+                                        "runs), e.g. ours,torch,tvm_untuned,onnxruntime")
     b.add_argument("--search", choices=["model", "random"], default="model")
     b.add_argument("--target")
     b.add_argument("--search-study", type=int, metavar="BUDGET",

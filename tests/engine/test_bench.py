@@ -34,6 +34,17 @@ def test_contenders_are_measured_in_turn():
         interleaved_samples({}, rounds=0)
 
 
+def test_every_sample_waits_for_the_previous_contenders_threads_to_settle(monkeypatch):
+    """A quiet pause before each sample: the previous contender's thread pools spin on after it
+    returns and would take the next one's cores."""
+    from workbench.engine import interleave
+
+    log: list[str] = []
+    monkeypatch.setattr(interleave.time, "sleep", lambda s: log.append(f"sleep {s}"))
+    interleaved_samples(scripted({"A": [1.0] * 2, "B": [1.0] * 2}, log), rounds=2, settle_s=0.3)
+    assert log == ["sleep 0.3", "A", "sleep 0.3", "B"] * 2
+
+
 def test_medians_and_spreads_of_quiet_contenders():
     log: list[str] = []
     got = remeasure(scripted({"A": [1.0, 1.02, 0.98, 1.0, 1.01], "B": [2.0, 2.1, 2.0, 1.95, 2.0]}, log), rounds=5)

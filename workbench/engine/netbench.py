@@ -29,26 +29,27 @@ import numpy as np
 from .bench import Sidecar, call_timer, machine_name
 from .interleave import ROUNDS, Timer, remeasure
 
-__all__ = ["KERNEL_COLUMNS", "NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_kernel_times",
+__all__ = ["CONTENDERS", "KERNEL_COLUMNS", "NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_kernel_times",
            "write_network_results"]
 
 NETWORK_NAMES = ("resnet18", "mobilenet_v2", "bert_layer")
 NETWORK_COLUMNS = ("network", "budget", "ours_ms", "torch_ms", "tvm_untuned_ms", "tvm_metaschedule_ms",
                    "onnxruntime_ms", "ours_vs_torch", "ours_vs_tvm_metaschedule", "max_abs_err")
-_CONTENDERS = ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime")
+CONTENDERS = ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime")
 
 
 def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target: dict, x: np.ndarray,
           kernels_csv: Path) -> tuple[Timer, np.ndarray]:
     """Tune the network's session (joint stage), build the replayed program, run it on ``x``;
     where its time goes, kernel by kernel, is written to ``kernels_csv``."""
-    from .session import new_session, replay
+    from .session import new_session, replay, save
     from .tuning.options import TuneOptions
     from .tuning.stages import tune_session
 
     session = new_session(name, target=target, **options)
     tuned = tune_session(session, "joint", budget, work / "ours",
                          TuneOptions(progress_path=work / "ours_progress.jsonl"))
+    save(tuned, work / "ours_session.json")  # to replay, inspect or re-time without tuning again
     state = replay(tuned)
     built = state.scheduled_program().build(target)
     values = state.graph.random_inputs(0)  # an imported network's constants are its own weights
@@ -181,7 +182,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def run_network_bench(names: tuple[str, ...], budget: int, out_dir: Path, target: dict, *,
                       options: Mapping[str, Mapping[str, int]] | None = None, rounds: int = ROUNDS,
-                      contenders: tuple[str, ...] = _CONTENDERS,
+                      contenders: tuple[str, ...] = CONTENDERS,
                       on_step: Callable[[str], None] | None = None) -> list[dict]:
     """Benchmark each network of ``names`` (see the module docstring; ``options``: a network's
     zoo options, e.g. a shorter sequence); rows as dicts of ``NETWORK_COLUMNS`` plus each
@@ -238,7 +239,7 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
         row[f"{k}_err"] = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
     say(f"{name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
     got = remeasure(timers, rounds)
-    row.update({f"{k}_ms": got[k].median_ms if k in got else None for k in _CONTENDERS})
+    row.update({f"{k}_ms": got[k].median_ms if k in got else None for k in CONTENDERS})
     row.update({f"{k}_spread": got[k].relative_spread for k in got})
     row["ours_vs_torch"] = _ratio(row["torch_ms"], row["ours_ms"])
     row["ours_vs_tvm_metaschedule"] = _ratio(row["tvm_metaschedule_ms"], row["ours_ms"])
