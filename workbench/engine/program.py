@@ -106,6 +106,16 @@ def _first(e: Exception) -> str:
     return (lines[-1] if lines else type(e).__name__)[:500]
 
 
+def output_errors(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+    """Output -> (max absolute error, that error relative to the largest magnitude of ``want``),
+    for every output of ``got`` (``want`` holds the same names)."""
+    per = {}
+    for t, v in got.items():
+        err = float(np.max(np.abs(v.astype(np.float64) - want[t])))
+        per[t] = (err, err / max(float(np.max(np.abs(want[t]))), 1e-30))
+    return per
+
+
 @dataclass
 class Built:
     program: Program
@@ -153,12 +163,7 @@ class Built:
     def verify(self, values: Mapping[str, np.ndarray] | None = None, rtol: float = 1e-4) -> Verification:
         """Compare every graph output with the reference on (random) inputs."""
         values = dict(values or self.program.graph.random_inputs())
-        got = self.run(values)
-        ref = self.program.graph.reference(values)
-        per = {}
-        for t, v in got.items():
-            err = float(np.max(np.abs(v.astype(np.float64) - ref[t])))
-            per[t] = (err, err / max(float(np.max(np.abs(ref[t]))), 1e-30))
+        per = output_errors(self.run(values), self.program.graph.reference(values))
         mabs = max(e for e, _ in per.values())
         mrel = max(r for _, r in per.values())
         return Verification(bool(mrel < rtol), mabs, mrel, per)

@@ -31,12 +31,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import tvm
 
 from .errors import BuildError
 from .frontend.framework import framework_of, framework_outputs
-from .program import measure
+from .program import measure, output_errors
 from .session import Session, State, replay
 from .standalone import write_network
 from .timing import Stats, compare
@@ -133,12 +132,11 @@ def _source_check(session: Session, state: State, built: Any, seed: int, say: Ca
     got = built.run(values)
     if len(want) != len(graph.outputs):
         raise BuildError(f"{framework} gives {len(want)} outputs, the graph {len(graph.outputs)}")
-    abs_err = rel_err = 0.0
     for name, ref in zip(graph.outputs, want):
         if got[name].shape != ref.shape:
             raise BuildError(f"output {name} has shape {got[name].shape}, {framework}'s {ref.shape}")
-        err = float(np.max(np.abs(got[name].astype(np.float64) - ref)))
-        abs_err, rel_err = max(abs_err, err), max(rel_err, err / max(float(np.max(np.abs(ref))), 1e-30))
+    per = output_errors({t: got[t] for t in graph.outputs}, dict(zip(graph.outputs, want)))
+    abs_err, rel_err = max(e for e, _ in per.values()), max(r for _, r in per.values())
     return {"framework": framework, "max_abs_error": abs_err, "max_rel_error": rel_err, "ok": rel_err < rtol}
 
 
