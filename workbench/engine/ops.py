@@ -27,6 +27,7 @@ import numpy as np
 import tvm
 from tvm import te
 
+from .fastmath import fast_erf, fast_exp, fast_sigmoid, fast_tanh
 from .index import Window, all_of, bind_axis, simplify
 
 __all__ = ["OpDef", "OPS", "Reader", "tconv_executed_macs"]
@@ -350,7 +351,7 @@ def _ew(type: str, fn: Callable[..., Any], ref: Callable[..., np.ndarray], flops
 
 _ew("relu", lambda x: te.max(x, _f32(0.0)), lambda x: np.maximum(x, 0))
 _ew("relu6", lambda x: te.min(te.max(x, _f32(0.0)), _f32(6.0)), lambda x: np.clip(x, 0, 6), 2)
-_ew("gelu", lambda x: _f32(0.5) * x * (_f32(1.0) + tvm.tirx.erf(x * _f32(1 / math.sqrt(2)))),
+_ew("gelu", lambda x: _f32(0.5) * x * (_f32(1.0) + fast_erf(x * _f32(1 / math.sqrt(2)))),
     lambda x: (0.5 * _t(x) * (1 + _torch().erf(_t(x) / math.sqrt(2)))).numpy(), 5)
 _ew("scale", lambda x, factor: x * _f32(factor), lambda x, factor: x * factor)
 _ew("add", lambda x, y: x + y, lambda x, y: x + y, nargs=2)
@@ -469,11 +470,11 @@ def _softmax_compute(readers, shapes, a, out):
     axis = a.get("axis", -1) % len(x)
     mx = _reduce_stage("softmax_max", X, x, axis, lambda i, r: te.max(X(i), axis=r))
     sm = _reduce_stage("softmax_sum", X, x, axis,
-                       lambda i, r: te.sum(te.exp(X(i) - mx[tuple(0 if d == axis else v for d, v in enumerate(i))]), axis=r))
+                       lambda i, r: te.sum(fast_exp(X(i) - mx[tuple(0 if d == axis else v for d, v in enumerate(i))]), axis=r))
 
     def body(idx):
         red = tuple(0 if d == axis else v for d, v in enumerate(idx))
-        return te.exp(X(idx) - mx[red]) / sm[red]
+        return fast_exp(X(idx) - mx[red]) / sm[red]
 
     return body
 
@@ -560,9 +561,9 @@ _register(OpDef("transpose", "other", lambda shapes, a: tuple(shapes[0][p] for p
 
 ########## Ops for imported models: activations, per-axis scale, concatenation ##########
 
-_ew("sigmoid", te.sigmoid, lambda x: 1.0 / (1.0 + np.exp(-x)), 4)
-_ew("tanh", te.tanh, np.tanh, 5)
-_ew("erf", tvm.tirx.erf, lambda x: _torch().erf(_t(x)).numpy(), 5)
+_ew("sigmoid", fast_sigmoid, lambda x: 1.0 / (1.0 + np.exp(-x)), 4)
+_ew("tanh", fast_tanh, np.tanh, 5)
+_ew("erf", fast_erf, lambda x: _torch().erf(_t(x)).numpy(), 5)
 _ew("clip", lambda x, lo, hi: te.min(te.max(x, _f32(lo)), _f32(hi)), lambda x, lo, hi: np.clip(x, lo, hi), 2)
 
 

@@ -154,8 +154,9 @@ class _Builder:
     def loops(self) -> list[LoopInfo]:
         return list_loops(self.sch, self.block)
 
-    def step(self, primitive: str, **args: Any) -> None:
-        s = loop_step(primitive, self.kernel, block=self.block, **args)
+    def step(self, primitive: str, *, on: str | None = None, **args: Any) -> None:
+        """Apply a step to the builder's block, or to block ``on``."""
+        s = loop_step(primitive, self.kernel, block=on or self.block, **args)
         self.sch = apply_step(self.sch, s)
         self.steps.append(s)
 

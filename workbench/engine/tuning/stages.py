@@ -142,11 +142,16 @@ def _take_result(state: State, res: JointResult) -> State:
 def _take_twin(state: State, res: JointResult, twin: str) -> State:
     """``twin`` with the result of the op it equals; when the layouts chosen so far changed its
     kernel so that the trace no longer applies, the same layout on its expert schedule."""
-    # the kernels are equal but their blocks are named after their own ops: the trace finds its
-    # blocks by name, so rename them (both kernels as they are now, under the layouts chosen)
-    mine, theirs = (list_blocks(state.program.funcs[state.home_kernel(op)]) for op in (res.op, twin))
-    names = dict(zip(mine, theirs)) if len(mine) == len(theirs) else {}
-    return _first_correct(state, twin, [("tuned schedule", lambda s: s.push(res.step(twin, names))),
+    def tuned(s: State) -> State:
+        # the kernels are equal but their blocks are named after their own ops: the trace finds
+        # its blocks by name, so rename them, both kernels under the chosen layout (the twin's
+        # still in its old layout had other blocks: the trace then failed whenever a tiled
+        # layout won, and the twin fell back to the expert schedule)
+        laid = s.push(step) if (step := res.best.step(twin)) else s
+        mine, theirs = (list_blocks(laid.program.funcs[laid.home_kernel(op)]) for op in (res.op, twin))
+        return s.push(res.step(twin, dict(zip(mine, theirs)) if len(mine) == len(theirs) else {}))
+
+    return _first_correct(state, twin, [("tuned schedule", tuned),
                                         ("expert schedule", _expert(twin, res.best)),
                                         ("default schedule", _layout_only(twin, res.best))])
 
