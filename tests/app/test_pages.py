@@ -501,3 +501,24 @@ def test_profile_explains_a_kernel_above_its_roof_and_the_miss_bounds(at):
     assert "1 above 100% of their roof, which is no error" in captions
     assert "at least the compulsory misses" in captions
     assert any("bounded by" in d.value.columns for d in at.get("dataframe"))
+
+
+def test_a_click_on_a_loop_table_row_fills_the_primitives_block_and_loop(at):
+    """A selected row (what a click sets) puts its block and loop into the form: split asks for
+    one loop, fuse collects the clicked loops of one block."""
+    at.switch_page("pages/loops.py").run()
+    at.selectbox(key="loop_kernel").set_value("conv").run()
+    table = next(d.value for d in at.dataframe if "layout dim" in d.value.columns)
+    row = int(table.index[(table.block == "conv") & (table.loop == table[table.block == "conv"].loop.iloc[2])][0])
+    at.selectbox(key="loop_prim").set_value("split").run()
+    at.session_state["loop_table_conv"] = {"selection": {"rows": [row], "columns": []}}
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="la_split_block").value == "conv"
+    assert at.selectbox(key="la_split_loop").value == table.loop[row]
+    at.selectbox(key="loop_prim").set_value("fuse").run()
+    for r in (row - 1, row):
+        at.session_state["loop_table_conv"] = {"selection": {"rows": [r], "columns": []}}
+        at.run()
+    assert at.multiselect(key="la_fuse_loops").value == [table.loop[row - 1], table.loop[row]]  # outermost first
+    assert not any(w.value.startswith("fuse would be refused") for w in at.warning), [w.value for w in at.warning]

@@ -12,7 +12,7 @@ import streamlit as st
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.step import PrimitiveSpec
 
-__all__ = ["FormContext", "primitive_form", "parse_ints"]
+__all__ = ["FormContext", "primitive_form", "parse_ints", "picked_arguments", "widget_key"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,35 @@ def parse_ints(text: str, what: str, nullable: bool = False) -> list[int | None]
     return out
 
 
+def widget_key(key: str, name: str, arg: str) -> str:
+    """The session-state key of argument ``arg``'s widget in ``primitive_form(name, ..., key)``."""
+    return f"{key}_{name}_{arg}"
+
+
+def picked_arguments(spec: PrimitiveSpec, block: str, loop: str, current: Sequence[str] = (),
+                     order: Sequence[str] = ()) -> dict[str, Any]:
+    """The arguments a click on loop ``loop`` of ``block`` (a row of the loop table) fills in:
+    the block the primitive's loop argument belongs to, and the loop itself (added to
+    ``current`` for a list of loops, kept in the block's loop ``order``: fuse takes them outermost
+    first). Empty when the primitive takes no loop.
+
+    >>> from workbench.engine.loops import PRIMITIVES
+    >>> picked_arguments(PRIMITIVES["split"], "C", "i1")
+    {'block': 'C', 'loop': 'i1'}
+    >>> picked_arguments(PRIMITIVES["fuse"], "C", "i", ["j"], order=["i", "j", "k"])
+    {'block': 'C', 'loops': ['i', 'j']}
+    >>> picked_arguments(PRIMITIVES["compute_at"], "C", "i0")
+    {'target_block': 'C', 'loop': 'i0'}
+    """
+    for arg, kind in spec.args.items():
+        if kind == "loop":
+            return {spec.loop_of: block, arg: loop}
+        if kind == "loops":
+            chosen = list(current) + ([loop] if loop not in current else [])
+            return {spec.loop_of: block, arg: sorted(chosen, key=lambda n: list(order).index(n) if n in order else -1)}
+    return {}
+
+
 def primitive_form(name: str, spec: PrimitiveSpec, ctx: FormContext, key: str) -> dict[str, Any]:
     """Draw one widget per argument, in columns, and return the arguments; a malformed text
     field raises ``WorkbenchError`` (the page shows it and disables Apply)."""
@@ -50,7 +79,7 @@ def primitive_form(name: str, spec: PrimitiveSpec, ctx: FormContext, key: str) -
     cols = st.columns(max(1, len(spec.args)))
     for col, (arg, kind) in zip(cols, spec.args.items()):
         with col:
-            args[arg] = _widget(arg, kind, spec, ctx, args, f"{key}_{name}_{arg}")
+            args[arg] = _widget(arg, kind, spec, ctx, args, widget_key(key, name, arg))
     return args
 
 

@@ -11,7 +11,7 @@ from workbench.engine.step import Step
 from workbench.engine.views import nest_view
 from workbench.engine.errors import WorkbenchError
 from workbench.pages import _code, _state
-from workbench.pages._forms import FormContext, primitive_form
+from workbench.pages._forms import FormContext, picked_arguments, primitive_form, widget_key
 
 st.title("Loops")
 state = _state.state()
@@ -28,14 +28,26 @@ if (sched := state.schedule(kernel)).kind == "conversion":
                "cache-tiled); a loop primitive you apply replaces it:  \n" + "  \n".join(f"`{s}`" for s in sched.steps))
 blocks, loops = list(view.blocks), view.loops
 
-with st.expander("Blocks and loops (outermost first)", expanded=True):
-    st.dataframe(pd.DataFrame([{"block": b, "loop": lp.name, "layout dim": view.dims.get(b, {}).get(lp.name, ""),
-                                "extent": lp.extent, "kind": lp.kind, "reduction": lp.reduction}
-                               for b in blocks for lp in loops[b]]),
-                 hide_index=True, width="stretch", key="loop_table")
+rows = [(b, lp) for b in blocks for lp in loops[b]]
+with st.expander("Blocks and loops (outermost first): click a row to fill the primitive's loop", expanded=True):
+    table = st.dataframe(pd.DataFrame([{"block": b, "loop": lp.name, "layout dim": view.dims.get(b, {}).get(lp.name, ""),
+                                        "extent": lp.extent, "kind": lp.kind, "reduction": lp.reduction}
+                                       for b, lp in rows]),
+                         hide_index=True, width="stretch", key=f"loop_table_{kernel}", on_select="rerun",
+                         selection_mode="single-row")
 
 prim = st.selectbox("Loop primitive", list(PRIMITIVES), key="loop_prim", format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
 ctx = FormContext(blocks=blocks, loops={b: [(lp.name, lp.extent) for lp in loops[b]] for b in blocks})
+picked = table.selection.rows if table is not None else []
+if picked and picked[0] < len(rows) and st.session_state.get("loop_picked") != (kernel, prim, picked[0]):
+    # a new click: its block and loop go into the form's widgets before they are drawn
+    st.session_state.loop_picked = (kernel, prim, picked[0])
+    b, lp = rows[picked[0]]
+    spec = PRIMITIVES[prim]
+    same_block = st.session_state.get(widget_key("la", prim, spec.loop_of)) == b  # else the loops chosen are another block's
+    current = st.session_state.get(widget_key("la", prim, "loops"), []) if same_block else []
+    for arg, value in picked_arguments(spec, b, lp.name, current, [x.name for x in loops[b]]).items():
+        st.session_state[widget_key("la", prim, arg)] = value
 try:
     args = primitive_form(prim, PRIMITIVES[prim], ctx, "la")
 except WorkbenchError as e:
