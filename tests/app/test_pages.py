@@ -123,7 +123,8 @@ def test_the_default_loop_split_applies_to_every_loop(at):
 def test_a_loop_primitive_updates_the_loop_nest(at):
     at.switch_page("pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
-    before = at.code[-1].value
+    before = _side_by_side(at)
+    assert before[0] == before[1] and "T.parallel" not in before[1]
     at.selectbox(key="loop_prim").set_value("parallel").run()
     at.selectbox(key="la_parallel_block").set_value("conv").run()
     loop = at.selectbox(key="la_parallel_loop").options[0]
@@ -131,9 +132,23 @@ def test_a_loop_primitive_updates_the_loop_nest(at):
     at.button(key="apply_loop").click().run()
     assert not at.error, [e.value for e in at.error]
     assert session(at).steps[-1].primitive == "parallel"
-    after = at.code[-1].value
-    assert after != before and "T.parallel" in after
-    assert at.code[-2].value == before  # the "before" pane shows the nest before the primitive
+    left, right = _side_by_side(at)
+    assert "T.parallel" in right and "T.parallel" not in left
+    assert left == before[0]  # the "before" side shows the nest before the primitive
+
+
+def _side_by_side(at) -> tuple[str, str]:
+    """The text of the left and right columns of the side-by-side nests (one HTML table), blank
+    lines left out (the diff aligns the sides with empty cells)."""
+    import html
+    import re
+
+    body = next(h.proto.body for h in at.get("html") if "nest-pair" in h.proto.body)
+    rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)[1:]  # the header row aside
+    cells = [re.findall(r"<td>(.*?)</td>", r, re.S) for r in rows]  # the code cells (line numbers have a class)
+    text = lambda c: html.unescape(re.sub(r"<[^>]+>", "", c)).replace("\xa0", " ")  # noqa: E731
+    side = lambda k: "\n".join(t for c in cells if c and (t := text(c[k])))  # noqa: E731 - the other side's gaps dropped
+    return side(0), side(-1)
 
 
 def test_the_loop_table_names_each_loop_after_its_layout_dim(at):

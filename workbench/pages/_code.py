@@ -1,15 +1,59 @@
-"""The Loops page's assembly view: the scheduled kernel built for the session's target, what its
-assembly holds (FMAs, spills, register width) and its hottest innermost loop."""
+"""The Loops page's code views: two loop nests side by side in one scrolling table, and the
+assembly view (the scheduled kernel built for the session's target, what its assembly holds:
+FMAs, spills, register width, and its hottest innermost loop)."""
 
 from __future__ import annotations
 
+import difflib
+import html
 import json
+import re
 
 import streamlit as st
 
 from workbench.engine.asm import kernel_asm, summarize_asm
 from workbench.engine.errors import BuildError
 from workbench.engine.session import State
+
+
+_SIDE_BY_SIDE_CSS = """
+.nest-pair { max-height: 640px; overflow-y: auto; border: 1px solid rgba(128,128,128,.3); border-radius: .5rem; }
+.nest-pair table { border-collapse: collapse; width: 100%; table-layout: fixed; margin: 0;
+                   font-family: "Source Code Pro", monospace; font-size: 12px; }
+.nest-pair td, .nest-pair th { white-space: pre-wrap; overflow-wrap: anywhere; padding: 0 .4rem; vertical-align: top;
+                               border: none; }
+.nest-pair td.diff_header { color: #888; text-align: right; user-select: none; }
+.nest-pair td:not(.diff_header) { padding-left: 2.4em; text-indent: -2em; }  /* a wrapped line's rest indented */
+.nest-pair .diff_add { background: rgba(46,160,67,.25); }
+.nest-pair .diff_chg { background: rgba(210,153,34,.3); }
+.nest-pair .diff_sub { background: rgba(248,81,73,.25); }
+.nest-pair thead th { position: sticky; top: 0; background: rgb(240,242,246); text-align: left; z-index: 1; }
+"""
+# difflib's navigation columns (links to the next change) and its width-less column groups out;
+# line numbers narrow, the two code columns share the rest
+_NAV = re.compile(r'<t[dh] class="diff_next"[^>]*>.*?</t[dh]>|<colgroup></colgroup>\s*', re.S)
+_COLUMNS = '<colgroup><col style="width:3.2em"><col><col style="width:3.2em"><col></colgroup>'
+
+
+def side_by_side_html(before: str, after: str, left: str = "before", right: str = "after") -> str:
+    """Two scripts as one HTML table (``difflib.HtmlDiff``): line against line, changed parts
+    marked, in one scrolling box, so both sides scroll together; long lines wrap within their
+    half instead of being cut, so the table never runs past a narrow window.
+
+    >>> page = side_by_side_html("x = 1", "x = 1\\ny = 2")
+    >>> "nest-pair" in page and page.count("<tr>"), "y = 2" in page, "diff_next" in page
+    (3, True, False)
+    """
+    table = difflib.HtmlDiff(tabsize=4).make_table(before.splitlines(), after.splitlines(),
+                                                   html.escape(left), html.escape(right))
+    table = _NAV.sub("", table).replace("&nbsp;", " ").replace(' nowrap="nowrap"', "")
+    table = table.replace("<thead>", _COLUMNS + "<thead>", 1)
+    return f"<style>{_SIDE_BY_SIDE_CSS}</style><div class='nest-pair'>{table}</div>"
+
+
+def side_by_side(before: str, after: str, left: str = "before", right: str = "after") -> None:
+    """Draw ``side_by_side_html``."""
+    st.html(side_by_side_html(before, after, left, right))
 
 
 @st.cache_data(max_entries=16, show_spinner="building the kernel for its assembly…")

@@ -93,12 +93,8 @@ elif shown == "diff from default":
     st.code(diff(script(state.program.funcs[kernel]), after) or "(the default schedule)", language="diff")
 elif shown == "assembly":
     _code.assembly(state, kernel)
-else:
-    left, right = st.columns(2)
-    left.caption("before the last primitive")
-    left.code(before, language="python")
-    right.caption("after")
-    right.code(after, language="python")
+else:  # one table, so both sides scroll together at full width
+    _code.side_by_side(before, after, "before the last primitive", "after")
 
 st.subheader("Build & measure")
 if st.button("Build, verify and time the program", key="measure", type="primary"):
