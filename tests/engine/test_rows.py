@@ -58,3 +58,15 @@ def test_a_single_block_is_refused() -> None:
     (kernel,) = prog.funcs
     with pytest.raises(LoopError, match="one block"):
         rows_steps(prog.funcs[kernel], kernel, HOST)
+
+
+def test_blocks_without_enough_shared_rows_are_each_parallel_and_vectorized() -> None:
+    """softmax over the channels of a (1, C, H, W) tensor: the statistics' rows are not the
+    output's leading loops, so every block runs its own rows in parallel."""
+    prog = _softmax((1, 4, 6, 16), axis=1)
+    (kernel,) = prog.funcs
+    sch = apply_steps(prog.funcs[kernel], rows_steps(prog.funcs[kernel], kernel, HOST))
+    for block in list_blocks(sch):
+        assert any(lp.kind == "parallel" for lp in list_loops(sch, block)), block
+    assert list_loops(sch, list_blocks(sch)[-1])[-1].kind == "vectorized"
+    assert prog.with_funcs({kernel: sch.mod["main"]}).build(HOST).verify().ok

@@ -19,6 +19,8 @@ kernels (one block, no reduction) take ``convert.conversion_steps``; ``simple_st
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 from typing import Mapping
 
@@ -95,7 +97,8 @@ def window_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step
 def rows_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
     """Loop steps for a kernel whose first blocks reduce rows that its last block writes (see the
     module docstring). The row loops are the output's leading loops that every reducing block
-    also runs over, with the same extents; ``LoopError`` when there are none.
+    also runs over, with the same extents; with fewer rows than two per core, each block is
+    scheduled apart instead (its own rows parallel, its contiguous loop vectorized).
 
     >>> from tvm import te
     >>> x = te.placeholder((4, 64), name="x")
@@ -119,26 +122,49 @@ def rows_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
         if lp.reduction or not all(_spatial(func, b)[k:k + 1] == [lp.extent] for b in producers):
             break
         rows = k + 1
-    if rows == 0:
-        raise LoopError(f"kernel {kernel!r}: its blocks share no leading row loop to run in parallel")
     lanes = vector_unit(target).lanes
     cores = int(target.get("num-cores") or os.cpu_count() or 1)
     b = _Builder(func, kernel, out)
+    if math.prod(lp.extent for lp in loops[:rows]) < 2 * cores:
+        # too few shared rows to split over the cores (none, or an output written in its
+        # consumer's tiles, whose loops are not the statistics' rows): each block on its own
+        return _blocks_apart(b, blocks, lanes, cores)
     if rows > 1:
         b.step("fuse", loops=[lp.name for lp in loops[:rows]])
     row = b.loops()[0].name
-    if cores > 1 and b.loops()[0].extent > 1:
+    if cores > 1:
         b.step("parallel", loop=row)
     for producer in reversed(producers):  # each under the row loop, consumers first
         b.step("compute_at", on=producer, target_block=out, loop=row)
-    inner = b.loops()[-1]
-    if len(b.loops()) > 1 and inner.extent >= 2:
-        if inner.extent > lanes and inner.extent % lanes == 0:
-            b.step("split", loop=inner.name, factors=[None, lanes])
-            b.step("vectorize", loop=b.loops()[-1].name)
-        elif inner.extent <= 4 * lanes:
-            b.step("vectorize", loop=inner.name)
+    _vectorize_inner(b, lanes)
     return b.steps
+
+
+def _blocks_apart(b: _Builder, blocks: list[str], lanes: int, cores: int) -> list[Step]:
+    """Each block's leading spatial loops fused and parallel, its innermost loop vectorized
+    when it is spatial (a block whose reduction runs innermost keeps it scalar)."""
+    for block in blocks:
+        b.block = block
+        loops = b.loops()
+        lead = [lp for lp in itertools.takewhile(lambda lp: not lp.reduction, loops)]
+        vector = not loops[-1].reduction and len(loops) > 1
+        parallel_outer(b, lead[:-1] if vector else lead, cores)
+        if vector:
+            _vectorize_inner(b, lanes)
+    return b.steps
+
+
+def _vectorize_inner(b: _Builder, lanes: int) -> None:
+    """The block's innermost loop as whole vectors (split by the lanes when longer), or whole
+    when it is short; a long loop that no whole vector divides stays scalar."""
+    inner = b.loops()[-1]
+    if len(b.loops()) < 2 or inner.extent < 2:
+        return
+    if inner.extent > lanes and inner.extent % lanes == 0:
+        b.step("split", loop=inner.name, factors=[None, lanes])
+        b.step("vectorize", loop=b.loops()[-1].name)
+    elif inner.extent <= 4 * lanes:
+        b.step("vectorize", loop=inner.name)
 
 
 def _spatial(func: tirx.PrimFunc, block: str) -> list[int]:
