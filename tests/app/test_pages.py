@@ -537,3 +537,46 @@ def test_a_click_on_a_loop_table_row_fills_the_primitives_block_and_loop(at):
         at.run()
     assert at.multiselect(key="la_fuse_loops").value == [table.loop[row - 1], table.loop[row]]  # outermost first
     assert not any(w.value.startswith("fuse would be refused") for w in at.warning), [w.value for w in at.warning]
+
+
+def _drawn_nodes(app: AppTest) -> set[str]:
+    """The names of the nodes the graph figure draws (its click targets carry them)."""
+    fig = json.loads(app.get("plotly_chart")[0].proto.spec)
+    return {n for tr in fig["data"] if tr.get("mode") == "markers" for n in tr.get("customdata") or [] if n}
+
+
+def test_resnet18_opens_with_its_repeated_blocks_collapsed_and_they_expand(at):
+    """A small model draws every op (the toggle off); ResNet-18 (70 ops) opens with its basic
+    blocks collapsed, one is expanded from the toolbar, and the toggle draws every op again."""
+    (small,) = [t for t in at.toggle if t.label == "Collapse repeated blocks"]
+    assert not small.value and small.disabled  # r18_stem repeats nothing
+    home(at).selectbox(key="model_pick").set_value("resnet18").run()
+    assert not at.exception, at.exception
+    (toggle,) = [t for t in at.toggle if t.label == "Collapse repeated blocks"]
+    assert toggle.value and not toggle.disabled
+    collapsed = _drawn_nodes(at)
+    blocks = sorted(n for n in collapsed if n.startswith("block "))
+    assert len(blocks) >= 6 and "conv4" not in collapsed
+    (opened,) = [m for m in at.multiselect if m.label == "Expanded blocks"]
+    opened.set_value([blocks[0]]).run()
+    some = _drawn_nodes(at)
+    assert blocks[0] not in some and set(blocks[1:]) <= some and len(some) > len(collapsed)
+    toggle.set_value(False).run()
+    everything = _drawn_nodes(at)
+    ops = {n.name for n in at.session_state["state"].graph.nodes}
+    assert ops <= everything and not any(n.startswith("block ") for n in everything)
+    assert len(collapsed) < 0.4 * len(ops)
+
+
+def test_a_measured_variant_is_named_after_its_whole_action_chain(at):
+    at.switch_page("pages/layouts.py").run()
+    at.selectbox(key="preset_name").set_value("alt_tiled").run()
+    at.button(key="apply_preset").click().run()
+    at.switch_page("pages/loops.py").run()
+    at.button(key="measure").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    table = next(d.value for d in at.get("dataframe") if "action chain" in d.value.columns)
+    steps = session(at).steps
+    chain = table["action chain"].iloc[-1]
+    assert len(steps) >= 1 and all(s.primitive in chain for s in steps), (chain, steps)
+    assert table["variant"].iloc[-1].startswith("v1: ") and steps[0].target in table["variant"].iloc[-1]

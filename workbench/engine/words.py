@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["plural", "duration"]
+from typing import Iterable
+
+__all__ = ["plural", "duration", "action_chain"]
 
 
 def plural(n: int, noun: str, many: str | None = None) -> str:
@@ -29,3 +31,33 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60} s"
     return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def action_chain(actions: Iterable[tuple[str, str]], width: int | None = None) -> str:
+    """A session's actions as one line: ``(target, primitive)`` pairs, consecutive actions on one
+    target grouped; with ``width``, the middle elided so the first and last actions stay readable.
+
+    >>> acts = [("conv", "split"), ("conv", "reorder"), ("data@conv", "unfold"), ("conv", "parallel")]
+    >>> action_chain(acts)
+    'conv: split, reorder · data@conv: unfold · conv: parallel'
+    >>> action_chain(acts, 40)
+    'conv: split, reorder … conv: parallel'
+    >>> action_chain([])
+    'default'
+    """
+    groups: list[tuple[str, list[str]]] = []
+    for target, primitive in actions:
+        if groups and groups[-1][0] == target:
+            groups[-1][1].append(primitive)
+        else:
+            groups.append((target, [primitive]))
+    parts = [f"{t}: {', '.join(ps)}" for t, ps in groups]
+    text = " · ".join(parts) or "default"
+    if width is None or len(text) <= width or len(parts) < 3:
+        return text
+    head, tail = parts[:1], parts[-1:]
+    for k in range(1, len(parts) - 1):  # as many leading groups as fit, the last one always
+        if len(" · ".join(parts[:k + 1]) + " … " + tail[0]) > width:
+            break
+        head = parts[:k + 1]
+    return " · ".join(head) + " … " + tail[0]

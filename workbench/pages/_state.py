@@ -31,7 +31,7 @@ from workbench.engine.roofline import RooflinePoint, program_points
 from workbench.engine.session import Session, State, new_session, replay
 from workbench.engine.timing import Stats, compare
 from workbench.engine.tuning.worker import JobQueue
-from workbench.engine.words import plural
+from workbench.engine.words import action_chain, plural
 from workbench.engine.workspace import load_workspace, new_workspace_id, save_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,8 +214,9 @@ def changed() -> Collection[str]:
 
 
 def _label(s: Session) -> str:
-    last = s.steps[-1] if s.steps else None
-    return f"v{len(variants()) + 1}: " + (f"{last.primitive} on {last.target}" if last else "default")
+    """The variant's name: its number and its actions (the middle elided past 70 characters;
+    the variants table has them all)."""
+    return f"v{len(variants()) + 1}: " + action_chain(((a.target, a.primitive) for a in s.steps), 70)
 
 
 def measure_current(st_state: State) -> None:
@@ -235,6 +236,7 @@ def measure_current(st_state: State) -> None:
                                   previous["repeats"])) if previous and "total_min_ms" in previous else ""
         st.session_state.variants.append({
             "variant": label, "session": st_state.session.key(), "actions": len(st_state.session.steps),
+            "action chain": action_chain((a.target, a.primitive) for a in st_state.session.steps),
             "total_ms": total.median_ms, "total_min_ms": total.min_ms, "total_max_ms": total.max_ms,
             "repeats": total.repeats, "noisy": "noisy" if noisy else "",
             "vs previous": vs,

@@ -8,7 +8,8 @@ import streamlit as st
 from workbench.engine.graph_view import op_details
 from workbench.engine.words import plural
 from workbench.pages import _state
-from workbench.viz.graph import graph_figure, matching_ops
+from workbench.viz.blocks import MANY_OPS, find_blocks
+from workbench.viz.graph import display_graph, graph_figure, matching_ops
 
 st.title("Computational graph")
 state = _state.state()
@@ -16,6 +17,9 @@ graph, plan = state.graph, state.program.plan
 changed = _state.changed()
 ops = [n.name for n in graph.nodes]
 fused = [k.name for k in plan.kernels if len(k.ops) + len(k.fused) > 1]
+blocks = [b.name for b in find_blocks(display_graph(graph, plan))]
+# keyed by model, so that a big model opens with its blocks collapsed whatever the last one had
+FOLD, UNFOLDED = f"graph_blocks:{graph.name}", f"graph_expanded_blocks:{graph.name}"
 st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernels), 'kernel')}, "
            f"{plural(len(plan.conversions), 'conversion op')}. "
            "Click an op to select it for the other pages; drag to pan, double-click to fit the whole graph.")
@@ -23,17 +27,20 @@ _state.show_messages()
 
 
 def _clicked() -> None:
-    """A click on an op selects it; a click on a collapsed kernel expands it."""
+    """A click on an op selects it; a click on a collapsed kernel or block expands it."""
     points = st.session_state.graph_chart.selection.points
     picked = next((p["customdata"] for p in points if isinstance(p.get("customdata"), str)), None)
     if picked in ops:
         _state.select(picked)
     elif picked and picked.removeprefix("kernel ") in fused and st.session_state.get("graph_collapse"):
         st.session_state.graph_expanded = [*st.session_state.get("graph_expanded", []), picked.removeprefix("kernel ")]
+    elif picked in blocks and st.session_state.get(FOLD):
+        st.session_state[UNFOLDED] = [*st.session_state.get(UNFOLDED, []), picked]
 
 
-def view_controls() -> tuple[str, str | None, bool, list[str]]:
-    """The toolbar: the search query and the match to show, and which kernels are drawn collapsed."""
+def view_controls() -> tuple[str, str | None, bool, bool, list[str]]:
+    """The toolbar: the search query and the match to show, whether kernels and repeated blocks
+    are drawn collapsed, and the kernels and blocks expanded all the same."""
     with st.container(horizontal=True, vertical_alignment="bottom"):
         query = st.text_input("Find op", key="graph_search", placeholder="part of an op name", width=220)
         matches = matching_ops(ops, query)
@@ -47,7 +54,12 @@ def view_controls() -> tuple[str, str | None, bool, list[str]]:
         collapse = st.toggle("Collapse fused kernels", key="graph_collapse", disabled=not fused, width="content",
                              help="Draw each fused kernel as one node; click one to expand it.")
         expanded = st.multiselect("Expanded kernels", fused, key="graph_expanded", width=260) if collapse else []
-    return query, match, collapse, expanded
+        fold = st.toggle("Collapse repeated blocks", key=FOLD, value=bool(blocks) and len(ops) > MANY_OPS,
+                         disabled=not blocks, width="content", help="Draw each block of ops whose structure repeats (a residual block, "
+                                               "say) as one node; click one to expand it.")
+        if fold and blocks:
+            expanded = [*expanded, *st.multiselect("Expanded blocks", blocks, key=UNFOLDED, width=260)]
+    return query, match, collapse, fold, expanded
 
 
 def op_panel(op: str) -> None:
@@ -62,9 +74,9 @@ def op_panel(op: str) -> None:
                     f"[{t.layout}] stored {'x'.join(map(str, t.stored))}")
 
 
-query, match, collapse, expanded = view_controls()
+query, match, collapse, fold, expanded = view_controls()
 figure = graph_figure(graph, plan, changed=changed, selected=_state.selected(), search=query, focus=match,
-                      collapse=collapse, expanded=expanded)
+                      collapse=collapse, expanded=expanded, collapse_blocks=fold)
 x0, x1 = figure.layout.xaxis.range or (0, 0)
 # the chart as wide as the drawing at one pixel per unit (the figure keeps text that size); the
 # side panel beside it when the page is wide enough, else below it

@@ -17,7 +17,8 @@ what lets text, whose size is in pixels, be laid out in data units.
 Input: an engine ``Graph`` and the ``Plan`` that ``propagate.plan_layouts`` returns (duck-typed,
 so this module stays free of TVM). ``changed`` names tensors to highlight (those that took a
 layout in the last action); ``selected`` is the op the user clicked; ``search`` outlines the ops
-whose name contains it.
+whose name contains it. Fused kernels and repeated blocks (``blocks``) can each be drawn as one
+node.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import igraph
 import networkx as nx
 import plotly.graph_objects as go
 
+from workbench.viz import blocks
+
 if TYPE_CHECKING:  # engine types, for readers only
     from workbench.engine.graph import Graph
     from workbench.engine.propagate import Plan
@@ -39,7 +42,7 @@ __all__ = ["KIND_COLOURS", "Box", "GraphGeometry", "collapse_kernels", "display_
 
 KIND_COLOURS = {"complex": "#1f77b4", "elementwise": "#2ca02c", "other": "#7f7f7f", "opaque": "#8c564b",
                 "conversion": "#d62728", "fused conversion": "#ff9896", "input": "#bcbd22", "output": "#17becf",
-                "kernel": "#9467bd"}
+                "kernel": "#9467bd", "block": "#e377c2"}
 _SYMBOLS = {"conversion": "diamond", "fused conversion": "diamond-open"}
 _DIAMONDS = set(_SYMBOLS)
 HOT = "#ff7f0e"        # edges and labels of tensors that took the new layout
@@ -139,24 +142,13 @@ def collapse_kernels(g: nx.DiGraph, keep: Collection[str] = ()) -> nx.DiGraph:
     for n, d in g.nodes(data=True):
         if d.get("group"):
             members.setdefault(d["group"], []).append(n)
-    into = {n: f"kernel {k}" for k, ns in members.items() if len(ns) > 1 and k not in keep for n in ns}
-    if not into:
-        return g
-    out = nx.DiGraph()
-    for n, d in g.nodes(data=True):
-        if n not in into:
-            out.add_node(n, **d)
-        elif into[n] not in out:
-            ops = members[d["group"]]
-            out.add_node(into[n], kind="kernel", label=d["group"], sub=" + ".join(g.nodes[o]["sub"] or "convert" for o in ops),
-                         group=None,
-                         hover=f"<b>kernel {d['group']}</b><br>" + "<br>".join(g.nodes[o]["label"] for o in ops),
-                         members=tuple(ops))
-    for a, b, d in g.edges(data=True):
-        a2, b2 = into.get(a, a), into.get(b, b)
-        if a2 != b2 and not out.has_edge(a2, b2):
-            out.add_edge(a2, b2, **d)
-    return out
+    shut = {k: ops for k, ops in members.items() if len(ops) > 1 and k not in keep}
+    into = {n: f"kernel {k}" for k, ops in shut.items() for n in ops}
+    nodes = {f"kernel {k}": {"kind": "kernel", "label": k, "group": None, "members": tuple(ops),
+                             "sub": " + ".join(g.nodes[o]["sub"] or "convert" for o in ops),
+                             "hover": f"<b>kernel {k}</b><br>" + "<br>".join(g.nodes[o]["label"] for o in ops)}
+             for k, ops in shut.items()}
+    return blocks.contract(g, into, nodes)
 
 
 def matching_ops(names: Iterable[str], query: str) -> list[str]:
@@ -410,14 +402,16 @@ VIEW_MAX = 1000
 
 def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), selected: str | None = None,
                  height: int | None = None, search: str = "", focus: str | None = None, collapse: bool = False,
-                 expanded: Collection[str] = ()) -> go.Figure:
+                 expanded: Collection[str] = (), collapse_blocks: bool = False) -> go.Figure:
     """The figure. Node ``customdata`` is the node name (for click selection); every edge label
     is a layout annotation; the edge traces carry ``customdata`` ``"a→b"`` on each point of the
-    edge's polyline. ``collapse`` draws each fused kernel (except those in ``expanded``) as one
-    node. The view opens on the whole graph when it fits ``height`` (default ``VIEW_MAX``) at one
-    pixel per unit, else on the part around ``focus`` (default: the first search match, else the
-    selected op)."""
+    edge's polyline. ``collapse`` draws each fused kernel, ``collapse_blocks`` each repeated block
+    (``blocks.find_blocks``), as one node, except those named in ``expanded``. The view opens on
+    the whole graph when it fits ``height`` (default ``VIEW_MAX``) at one pixel per unit, else on
+    the part around ``focus`` (default: the first search match, else the selected op)."""
     g = display_graph(graph, plan)
+    if collapse_blocks:  # first: blocks are found on the ops, and a collapsed block takes its kernels with it
+        g = blocks.collapse_blocks(g, blocks.find_blocks(g), expanded)
     if collapse:
         g = collapse_kernels(g, expanded)
     geo = graph_geometry(g)
