@@ -17,7 +17,8 @@ graph, plan = state.graph, state.program.plan
 changed = _state.changed()
 ops = [n.name for n in graph.nodes]
 fused = [k.name for k in plan.kernels if len(k.ops) + len(k.fused) > 1]
-blocks = [b.name for b in find_blocks(display_graph(graph, plan))]
+found = find_blocks(display_graph(graph, plan))  # once per run: the figure takes them too
+blocks = [b.name for b in found]
 # keyed by model, so that a big model opens with its blocks collapsed whatever the last one had
 FOLD, UNFOLDED = f"graph_blocks:{graph.name}", f"graph_expanded_blocks:{graph.name}"
 st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernels), 'kernel')}, "
@@ -76,7 +77,7 @@ def op_panel(op: str) -> None:
 
 query, match, collapse, fold, expanded = view_controls()
 figure = graph_figure(graph, plan, changed=changed, selected=_state.selected(), search=query, focus=match,
-                      collapse=collapse, expanded=expanded, collapse_blocks=fold)
+                      collapse=collapse, expanded=expanded, collapse_blocks=fold, found=found)
 x0, x1 = figure.layout.xaxis.range or (0, 0)
 # the chart as wide as the drawing at one pixel per unit (the figure keeps text that size); the
 # side panel beside it when the page is wide enough, else below it

@@ -24,7 +24,7 @@ node.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import igraph
@@ -402,16 +402,18 @@ VIEW_MAX = 1000
 
 def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), selected: str | None = None,
                  height: int | None = None, search: str = "", focus: str | None = None, collapse: bool = False,
-                 expanded: Collection[str] = (), collapse_blocks: bool = False) -> go.Figure:
+                 expanded: Collection[str] = (), collapse_blocks: bool = False,
+                 found: Sequence["blocks.Block"] | None = None) -> go.Figure:
     """The figure. Node ``customdata`` is the node name (for click selection); every edge label
     is a layout annotation; the edge traces carry ``customdata`` ``"a→b"`` on each point of the
     edge's polyline. ``collapse`` draws each fused kernel, ``collapse_blocks`` each repeated block
     (``blocks.find_blocks``), as one node, except those named in ``expanded``. The view opens on
     the whole graph when it fits ``height`` (default ``VIEW_MAX``) at one pixel per unit, else on
-    the part around ``focus`` (default: the first search match, else the selected op)."""
+    the part around ``focus`` (default: the first search match, else the selected op). ``found``:
+    the blocks ``find_blocks`` gave for this graph, when the caller has them already."""
     g = display_graph(graph, plan)
     if collapse_blocks:  # first: blocks are found on the ops, and a collapsed block takes its kernels with it
-        g = blocks.collapse_blocks(g, blocks.find_blocks(g), expanded)
+        g = blocks.collapse_blocks(g, blocks.find_blocks(g) if found is None else found, expanded)
     if collapse:
         g = collapse_kernels(g, expanded)
     geo = graph_geometry(g)

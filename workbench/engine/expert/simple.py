@@ -146,7 +146,7 @@ def _blocks_apart(b: _Builder, blocks: list[str], lanes: int, cores: int) -> lis
     for block in blocks:
         b.block = block
         loops = b.loops()
-        lead = [lp for lp in itertools.takewhile(lambda lp: not lp.reduction, loops)]
+        lead = list(itertools.takewhile(lambda lp: not lp.reduction, loops))
         vector = not loops[-1].reduction and len(loops) > 1
         parallel_outer(b, lead[:-1] if vector else lead, cores)
         if vector:
