@@ -260,7 +260,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
             raise WorkbenchError(f"--only matched no workload of {a.suite}")
     out = Path(a.out)
     target = _target(a.target) or dict(DEFAULT_TARGET)
-    bar = tqdm(total=len(suite) * 3, desc="bench", file=sys.stderr)
+    if a.budget < 0:
+        raise WorkbenchError(f"--budget must be 0 (the expert schedules alone, no tuning) or more, got {a.budget}")
+    bar = tqdm(total=len(suite) * (3 if a.budget else 1), desc="bench", file=sys.stderr)
 
     def step(msg: str) -> None:
         bar.set_postfix_str(msg)
@@ -408,7 +410,9 @@ def parser() -> argparse.ArgumentParser:
                    help="a suite of single operators (JSON), or 'networks': ResNet-18, MobileNet-V2 and a BERT "
                         "encoder layer end to end against PyTorch, TVM's Relax pipeline (untuned and MetaSchedule) "
                         "and ONNX Runtime")
-    b.add_argument("--budget", type=int, default=64)
+    b.add_argument("--budget", type=int, default=64,
+                   help="measurements per tuner per workload; 0: no tuning, the expert schedules alone against "
+                        "PyTorch and NumPy")
     b.add_argument("--only", help="comma-separated workload names")
     b.add_argument("--contenders", help="with --suite networks: comma-separated contenders to run (PyTorch always "
                                         "runs), e.g. ours,torch,tvm_untuned,onnxruntime")

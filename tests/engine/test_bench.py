@@ -101,6 +101,17 @@ def test_a_tiny_bench_remeasures_every_contender(tmp_path):
     assert "joint ms (tuning)" in (tmp_path / "results.md").read_text()
 
 
+def test_budget_zero_measures_the_expert_schedules_alone(tmp_path):
+    """No tuner runs: the expert schedule against PyTorch and NumPy, interleaved as ever."""
+    w = bench.Workload("gmm_tiny", "matmul", (64, 64), (64, 64), {})
+    (row,) = bench.run_bench([w], 0, tmp_path, dict(DEFAULT_TARGET), rounds=3)
+    assert row.verified and row.expert_ms > 0 and row.torch_ms > 0 and row.numpy_ms > 0
+    assert row.metaschedule_ms is None and row.joint_ms is None and row.joint_layout == ""
+    assert not (tmp_path / "progress" / "gmm_tiny_joint.jsonl").exists()
+    assert row.expert_vs_torch == pytest.approx(row.torch_ms / row.expert_ms)
+    assert "expert schedule alone vs PyTorch: " in (tmp_path / "results.md").read_text()
+
+
 def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pytorch(tmp_path):
     """A small BERT layer (sequence 4, hidden 64, 2 heads) with tiny budgets: each contender
     timed, each output compared with PyTorch's, the issue's columns written."""

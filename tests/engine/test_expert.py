@@ -177,3 +177,35 @@ def test_an_epilogue_that_writes_the_next_convs_padded_tiles_keeps_its_zero_bord
     scheduled = apply_steps(func, expert_steps(func, kernel.name, HOST)).mod["main"]
     assert disagreement(func, scheduled, len(kernel.outputs), HOST) is None
     assert prog.with_funcs({kernel.name: scheduled}).build(HOST).verify().ok
+
+
+def _tconv(cin: int, cout: int, size: int, k: int, stride: int, padding: int, nd: int = 2):
+    b = GraphBuilder("tconv")
+    x = b.input("data", (1, cin, *(size,) * nd), "NC" + "DHW"[3 - nd:])
+    b.op("tconv", f"conv_transpose{nd}d", x, b.const("tconv.weight", (cin, cout, *(k,) * nd), "IO" + "DHW"[3 - nd:]),
+         stride=stride, padding=padding)
+    return b.build()
+
+
+@pytest.mark.parametrize("cin,cout,size,k,stride,padding,phased", [
+    (16, 16, 8, 4, 2, 1, True),    # DCGAN-like: 16x16 out, both spatial loops split by phase
+    (5, 7, 5, 3, 3, 0, True),      # stride 3, odd channels: 15x15 out
+    (4, 6, 5, 3, 2, 1, False),     # 9x9 out: the stride does not divide it, no phase split
+], ids=["s2", "s3", "odd_out"])
+def test_transposed_conv_on_its_stored_layout_runs_by_stride_phase(cin, cout, size, k, stride, padding, phased):
+    """On NCHW a transposed conv reads its input at (y + p) // s: the expert splits y = s*q + r,
+    vectorizes along q (input contiguous, weight broadcast) and stores its register tile by phase
+    (``transform_layout``), so that the tile is one box of the output; verified numerically."""
+    g = _tconv(cin, cout, size, k, stride, padding)
+    prog = make_program(g)
+    func = prog.funcs["tconv"]
+    steps = expert_steps(func, "tconv", HOST)
+    layouts = [s for s in steps if s.primitive == "transform_layout"]
+    assert bool(layouts) == phased
+    if phased:
+        assert [s.get("factors") for s in steps if s.primitive == "split"][:2] == [[None, stride]] * 2
+        assert layouts[0].get("factors") == [1, 1, stride, stride] and layouts[0].get("perm") == [0, 1, 3, 5, 2, 4]
+        vector = [lp for lp in list_loops(apply_steps(func, steps), "tconv_update") if lp.kind == "vectorized"]
+        assert len(vector) == 1 and vector[0].name.startswith("i3_0")  # along q of the output width
+    result = prog.with_funcs({"tconv": apply_steps(func, steps).mod["main"]}).build(HOST).verify()
+    assert result.ok, result

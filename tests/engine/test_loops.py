@@ -111,6 +111,9 @@ CASES = {  # id: (kernel, steps, block to look at, its blocks after, that block'
                                [("i", 32, "serial"), ("j", 32, "serial")]),
     "decompose_reduction": ("mm", [S("decompose_reduction", block="C", loop="j")], "C_init",
                             ["C_init", "C_update"], [("i", 64, "serial"), ("j_init", 64, "serial")]),
+    "transform_layout": ("mm", [S("cache_write", block="C", write_index=0, scope="local"),
+                                 S("transform_layout", block="C", write_index=0, factors=[1, 2], perm=[0, 2, 1])],
+                         "C_local", ["C", "C_local"], [("ax0", 64, "serial"), ("ax1", 64, "serial")]),
     "full_matmul": ("mm", FULL_MM, "C_update", ["B_global", "C_init", "C_update", "C_global"],
                     [("i_0_j_0_fused", 32, "parallel"), ("k", 64, "serial"), ("i_1", 8, "unrolled"),
                      ("j_1", 16, "vectorized")]),
@@ -144,7 +147,7 @@ def test_every_primitive_is_covered_and_named_as_tvm_names_it():
     covered = {s.primitive for _, steps, *_ in CASES.values() for s in steps}
     assert covered == set(PRIMITIVES) == {
         "split", "reorder", "fuse", "vectorize", "unroll", "parallel", "cache_read", "cache_write", "compute_at",
-        "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction"}
+        "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction", "transform_layout"}
     for name, spec in PRIMITIVES.items():
         assert callable(getattr(s_tir.Schedule, name))
         assert spec.doc and set(spec.args.values()) <= {"block", "loop", "loops", "int", "ints", "str"}
@@ -229,6 +232,16 @@ FAILURES = {  # id: (kernel, bad step, message fragment)
     "reverse_inline_first": ("chain", S("reverse_compute_inline", block="Y"),
                              "TVM refused: The block is only allowed to read a single buffer region"),
     "decompose_not_reduction": ("chain", S("decompose_reduction", block="Y", loop="i"), "is not a reduction block"),
+    "transform_argument": ("chain", S("transform_layout", block="Z", write_index=0, factors=[1, 2], perm=[0, 2, 1]),
+                           "Z is an argument of the kernel: its stored layout is a layout action"),
+    "transform_factor_count": ("chain", S("transform_layout", block="Y", write_index=0, factors=[2], perm=[0, 1]),
+                               "factors needs one positive integer per dim of Y (shape [32, 32]"),
+    "transform_factor_divides": ("chain", S("transform_layout", block="Y", write_index=0, factors=[1, 5],
+                                            perm=[0, 1, 2]), "factor 5 does not divide dim 1 of Y (extent 32)"),
+    "transform_perm": ("chain", S("transform_layout", block="Y", write_index=0, factors=[1, 2], perm=[0, 1]),
+                       "perm must order all 3 dims after the splits (0..2), got [0, 1]"),
+    "transform_write_index": ("chain", S("transform_layout", block="Y", write_index=1, factors=[1, 2],
+                                         perm=[0, 1, 2]), "write_index 1 is out of range"),
 }
 
 

@@ -138,6 +138,13 @@ A[i_j_fused // 16, k] * B[k, i_j_fused % 16]"""),
         for i in range(16):
           for j in range(16):
             block Y: Z[i, j] = X[i, j] * 2.0 + 1.0"""),
+    "transform_layout": ("chain", dict(block="Y", write_index=0, factors=[2, 4], perm=[1, 3, 0, 2]), """
+        for i in range(16):
+          for j in range(16):
+            block Y: Y[i % 2, j % 4, i // 2, j // 4] = X[i, j] * 2.0
+        for i in range(16):
+          for j in range(16):
+            block Z: Z[i, j] = Y[i % 2, j % 4, i // 2, j // 4] + 1.0"""),
     "decompose_reduction": ("matmul", dict(block="C", loop="k"), """
         for i in range(16):
           for j in range(16):

@@ -347,26 +347,8 @@ def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, 
         graph, op = workload_graph(w)
         values = graph.random_inputs()
         timers: dict[str, Timer] = {}
-        say(f"{w.name}: MetaSchedule loop-only, budget {budget}")
-        prog = make_program(graph)
-        ms_res = tune_loops([TuneTask(op, prog.funcs[op], prog.flops[op])], target, out_dir / "work" / w.name / "ms",
-                            budget, TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_metaschedule.jsonl",
-                                                seed=seed, isolated=False), stage="loop")[op]
-        ok_a = False
-        if ms_res.best_ms is not None:
-            built_a, ok_a, _ = _tuned(graph, LayoutBook(), op, ms_res.trace, target, ceilings.copy_gbs)
-            timers["metaschedule"] = kernel_timer(built_a, op, values)
-        say(f"{w.name}: joint layout+loop, budget {budget}")
-        started = time.perf_counter()
-        jr = joint_tune(graph, LayoutBook(), op, target, out_dir / "work" / w.name / "joint", budget,
-                        TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_joint.jsonl", seed=seed,
-                                    search=search))
-        per_measurement = (time.perf_counter() - started) / max(jr.measurements, 1)
-        book = apply_actions(graph, LayoutBook(), jr.best.actions(graph, op))
-        built_b, ok_b, rates = _tuned(graph, book, op, jr.trace, target, ceilings.copy_gbs)
-        moved, conv_ms = sum(r.bytes for r in rates), sum(r.latency_ms for r in rates)
-        conv_gbs = moved / (conv_ms * 1e6) if conv_ms > 0 else None
-        timers["joint"] = kernel_timer(built_b, op, values)
+        tuned = _tune_both(w, graph, op, budget, out_dir, target, search, seed, ceilings, values, timers, say) \
+            if budget > 0 else {"verified": True}
         built_e, ok_e, _ = _tuned(graph, LayoutBook(), op, None, target, ceilings.copy_gbs)
         timers["expert"] = kernel_timer(built_e, op, values)
         timers["torch"] = sidecar.timer(torch_timer, w, threads)
@@ -374,15 +356,42 @@ def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, 
             timers["numpy"] = np_timer
         say(f"{w.name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
         got = remeasure(timers, rounds)
-        rows.append(BenchRow(w.name, w.op, budget, joint_layout=jr.best.label, joint_conversions_ms=conv_ms,
-                             verified=bool(ok_a and ok_b and ok_e), date=date, machine=machine,
-                             flops=int(graph.flops(op)), peak_gflops=ceilings.peak_gflops,
-                             joint_s_per_measurement=per_measurement, joint_conversions_gbs=conv_gbs,
-                             joint_conversions_pct_copy=100 * conv_gbs / ceilings.copy_gbs if conv_gbs else None,
-                             metaschedule_tuning_ms=ms_res.best_ms, joint_tuning_ms=jr.best_ms,
+        rows.append(BenchRow(w.name, w.op, budget, **{"joint_layout": "", "joint_conversions_ms": None, **tuned,
+                                                       "verified": bool(tuned["verified"] and ok_e)},
+                             date=date, machine=machine, flops=int(graph.flops(op)), peak_gflops=ceilings.peak_gflops,
                              **_remeasured_fields(got, rounds)))
         write_results(rows, out_dir)  # after each workload: a stopped run keeps what it measured
     return rows
+
+
+def _tune_both(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, target: dict, search: str, seed: int,
+               ceilings: Any, values: dict[str, np.ndarray], timers: dict[str, Timer],
+               say: Callable[[str], None]) -> dict[str, Any]:
+    """Tune ``op`` with MetaSchedule alone and with the joint tuner, add both kernels' timers to
+    ``timers``, and return the row's tuning fields."""
+    say(f"{w.name}: MetaSchedule loop-only, budget {budget}")
+    prog = make_program(graph)
+    ms_res = tune_loops([TuneTask(op, prog.funcs[op], prog.flops[op])], target, out_dir / "work" / w.name / "ms",
+                        budget, TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_metaschedule.jsonl",
+                                            seed=seed, isolated=False), stage="loop")[op]
+    ok_a = False
+    if ms_res.best_ms is not None:
+        built_a, ok_a, _ = _tuned(graph, LayoutBook(), op, ms_res.trace, target, ceilings.copy_gbs)
+        timers["metaschedule"] = kernel_timer(built_a, op, values)
+    say(f"{w.name}: joint layout+loop, budget {budget}")
+    started = time.perf_counter()
+    jr = joint_tune(graph, LayoutBook(), op, target, out_dir / "work" / w.name / "joint", budget,
+                    TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_joint.jsonl", seed=seed, search=search))
+    per_measurement = (time.perf_counter() - started) / max(jr.measurements, 1)
+    book = apply_actions(graph, LayoutBook(), jr.best.actions(graph, op))
+    built_b, ok_b, rates = _tuned(graph, book, op, jr.trace, target, ceilings.copy_gbs)
+    moved, conv_ms = sum(r.bytes for r in rates), sum(r.latency_ms for r in rates)
+    conv_gbs = moved / (conv_ms * 1e6) if conv_ms > 0 else None
+    timers["joint"] = kernel_timer(built_b, op, values)
+    return dict(joint_layout=jr.best.label, joint_conversions_ms=conv_ms, verified=ok_a and ok_b,
+                joint_s_per_measurement=per_measurement, joint_conversions_gbs=conv_gbs,
+                joint_conversions_pct_copy=100 * conv_gbs / ceilings.copy_gbs if conv_gbs else None,
+                metaschedule_tuning_ms=ms_res.best_ms, joint_tuning_ms=jr.best_ms)
 
 
 def _fmt(v: Any) -> str:

@@ -66,6 +66,9 @@ PRIMITIVES: dict[str, PrimitiveSpec] = {
     "reverse_compute_inline": _spec("block:block", "inline an element-wise consumer into its producer", "block"),
     "decompose_reduction": _spec(_LOOP, "move a reduction's init above a loop (block <name>_init; the block "
                                  "becomes <name>_update)", "block loop"),
+    "transform_layout": _spec("block:block write_index:int factors:ints perm:ints", "store a buffer the kernel "
+                              "allocates (a cache_write's tile) with each dim split by its factor (dim // f, dim % f; "
+                              "1: kept) and the dims then in order perm", "block write_index factors perm"),
 }
 
 
@@ -319,7 +322,8 @@ def _validate(sch: s_tir.Schedule, step: Step) -> tuple[dict[str, Any], list[Loo
         if len(set(wanted)) != len(wanted):
             raise LoopError(f"a loop is named twice in {wanted}")
         loops = [infos[n] for n in wanted]
-    _check(p, a, loops, blocks[a["block"]])
+    _check(p, a, loops, blocks[a["block"]],
+           {str(b.name) for b in sch.mod["main"].params} if p == "transform_layout" else set())
     if p == "split":  # -1 infers a factor as in layout splits; TVM's word for it is None
         a["factors"] = [None if f == -1 else f for f in a["factors"]]
     return a, loops
@@ -329,8 +333,9 @@ def _loop_arg(spec: PrimitiveSpec) -> str | None:
     return next((k for k, kind in spec.args.items() if kind in ("loop", "loops")), None)
 
 
-def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any) -> None:
-    """The cheap preconditions, checked before TVM is asked."""
+def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, params: set[str] = frozenset()) -> None:
+    """The cheap preconditions, checked before TVM is asked (``params``: the kernel's argument
+    buffers)."""
     if p == "split":
         fs = a["factors"]
         free = [f for f in fs if f is None or f == -1]
@@ -351,12 +356,42 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any) -> None
                         f"loops can be {'vectorized' if p == 'vectorize' else 'parallel'}")
     elif p in ("compute_at", "reverse_compute_at") and a["block"] == a["target_block"]:
         raise LoopError(f"{p} moves a block under a loop of another block; both are {a['block']!r}")
+    elif p == "transform_layout":
+        _check_transform(a, block, params)
     elif p in ("cache_read", "cache_write"):
         key, have = ("read_index", block.reads) if p == "cache_read" else ("write_index", block.writes)
         if not 0 <= a[key] < len(have):
             raise LoopError(f"{key} {a[key]} is out of range: block {a['block']!r} has {len(have)} "
                             f"{'read' if p == 'cache_read' else 'written'} buffer(s): "
                             f"{', '.join(str(r.source.name) for r in have)}")
+
+
+def _check_transform(a: dict[str, Any], block: Any, params: set[str]) -> None:
+    if not 0 <= a["write_index"] < len(block.writes):
+        raise LoopError(f"write_index {a['write_index']} is out of range: block {a['block']!r} has "
+                        f"{len(block.writes)} written buffer(s)")
+    buf = block.writes[a["write_index"]].source
+    name, shape = str(buf.name), [int(n) for n in buf.shape]
+    if name in params:
+        raise LoopError(f"{name} is an argument of the kernel: its stored layout is a layout action (transform_layout "
+                        "changes buffers the kernel allocates, such as a cache_write's tile)")
+    fs = a["factors"]
+    if len(fs) != len(shape) or any(f is None or f < 1 for f in fs):
+        raise LoopError(f"factors needs one positive integer per dim of {name} (shape {shape}; 1 keeps a dim), got {fs}")
+    if bad := [(d, f, n) for d, (f, n) in enumerate(zip(fs, shape)) if n % f]:
+        d, f, n = bad[0]
+        raise LoopError(f"factor {f} does not divide dim {d} of {name} (extent {n})")
+    rank = len(shape) + sum(f > 1 for f in fs)
+    if sorted(a["perm"]) != list(range(rank)):
+        raise LoopError(f"perm must order all {rank} dims after the splits (0..{rank - 1}), got {a['perm']}")
+
+
+def _index_map(factors: Sequence[int], perm: Sequence[int]) -> Callable[..., tuple]:
+    """transform_layout's index map: each dim split by its factor (outer, inner), then permuted."""
+    def index_map(*idx: Any) -> tuple:
+        dims = [part for i, f in zip(idx, factors) for part in ((i // f, i % f) if f > 1 else (i,))]
+        return tuple(dims[p] for p in perm)
+    return index_map
 
 
 _RV = re.compile(r"(?:(?:[Bb]lock|[Ll]oop) )?(s_tir\.(SBlock|For)#\d+)")
@@ -391,7 +426,10 @@ def _apply(sch: s_tir.Schedule, step: Step) -> None:
         if key := _loop_arg(spec):
             rvs = sch.get_loops(h[spec.loop_of])
             h[key] = [rvs[lp.depth] for lp in loops] if spec.args[key] == "loops" else rvs[loops[0].depth]
-        getattr(sch, step.primitive)(*[x for k in spec.tvm_args for x in (h[k[1:]] if k[0] == "*" else [h[k]])])
+        if step.primitive == "transform_layout":  # TVM takes the buffer as ("write", i) and an index map
+            sch.transform_layout(h["block"], ("write", a["write_index"]), _index_map(a["factors"], a["perm"]))
+        else:
+            getattr(sch, step.primitive)(*[x for k in spec.tvm_args for x in (h[k[1:]] if k[0] == "*" else [h[k]])])
     except Exception as e:  # noqa: BLE001 - ScheduleError, TVMError, InternalError, ValueError from the FFI...
         raise LoopError(f"{step}: TVM refused: {_reason(e)}") from None
 

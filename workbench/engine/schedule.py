@@ -34,7 +34,8 @@ from tvm.sym import Analyzer
 from .loops import FuncOrSchedule, LoopInfo, apply_step, apply_steps, list_loops, loop_step, walk_nest
 
 __all__ = ["outline", "split", "reorder", "fuse", "vectorize", "unroll", "parallel", "cache_read", "cache_write",
-           "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction"]
+           "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction",
+           "transform_layout"]
 
 
 ########## Outline: a loop nest in a few lines ##########
@@ -829,3 +830,69 @@ def decompose_reduction(func_or_sch: FuncOrSchedule, block: str, loop: str) -> s
     workbench.engine.errors.LoopError: decompose_reduction(block='Y', loop='i'): TVM refused: The block 'Y' is not a reduction block - it violates condition #1. Definition of a reduction block: 1) The block has the `init` statement
     """
     return apply_step(func_or_sch, loop_step("decompose_reduction", block=block, loop=loop))
+
+
+def transform_layout(func_or_sch: FuncOrSchedule, block: str, write_index: int, factors: Sequence[int],
+                     perm: Sequence[int]) -> s_tir.Schedule:
+    """Store a buffer the kernel allocates split and reordered; requires a buffer that is no argument, factors dividing its dims.
+
+    The buffer the block writes (its ``write_index``-th) is stored with dim ``d`` split into
+    ``(d // f, d % f)`` where its factor ``f`` is above 1, then with the dims in the order
+    ``perm``, as a layout split and reorder do to a tensor; every access to it follows. It is for
+    a register tile (a ``cache_write``'s ``local`` copy): a transposed conv's tile stored by
+    stride phase is one box of the output, contiguous along the vector loop. A kernel's
+    arguments keep their layout (that is a layout action).
+
+    Parameters
+    ----------
+    func_or_sch : PrimFunc, IRModule or Schedule
+        Left unchanged.
+    block : str
+        A block that writes the buffer.
+    write_index : int
+        The buffer's place among the block's writes (its ``T.writes``).
+    factors : list of int
+        One per dim of the buffer: 1 keeps the dim, f > 1 splits it into (dim // f, dim % f).
+    perm : list of int
+        The dims after the splits, outermost first.
+
+    Returns
+    -------
+    tvm.s_tir.Schedule
+        A new schedule whose trace ends with the transform_layout.
+
+    Raises
+    ------
+    LoopError
+        A buffer that is an argument of the kernel, factors that are not one per dim or do not
+        divide it, a perm that is not a permutation of the dims after the splits.
+
+    Examples
+    --------
+    ``Y`` is the buffer ``chain`` allocates between its two blocks:
+
+    >>> print(outline(chain))
+    for i in range(16):
+      for j in range(16):
+        block Y: Y[i, j] = X[i, j] * 2.0
+    for i in range(16):
+      for j in range(16):
+        block Z: Z[i, j] = Y[i, j] + 1.0
+
+    After ``transform_layout(chain, "Y", 0, [1, 4], [0, 2, 1])``, ``Y`` is stored by ``j``'s
+    residue mod 4 first:
+
+    >>> print(outline(transform_layout(chain, "Y", 0, [1, 4], [0, 2, 1])))
+    for i in range(16):
+      for j in range(16):
+        block Y: Y[i, j % 4, j // 4] = X[i, j] * 2.0
+    for i in range(16):
+      for j in range(16):
+        block Z: Z[i, j] = Y[i, j % 4, j // 4] + 1.0
+    >>> transform_layout(chain, "Z", 0, [1, 4], [0, 2, 1])
+    Traceback (most recent call last):
+    ...
+    workbench.engine.errors.LoopError: transform_layout(block='Z', write_index=0, factors=[1, 4], perm=[0, 2, 1]): Z is an argument of the kernel: its stored layout is a layout action (transform_layout changes buffers the kernel allocates, such as a cache_write's tile)
+    """
+    return apply_step(func_or_sch, loop_step("transform_layout", block=block, write_index=write_index,
+                                             factors=list(factors), perm=list(perm)))

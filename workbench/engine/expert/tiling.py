@@ -22,6 +22,14 @@ What it picks (``plan``):
   ``ic_block`` of NeoCPU, ``k`` of a GEMM), split into a block that keeps its slice of the
   vector operand in half the L1 cache, the outer part outermost.
 
+Transposed convolutions on a plain stored layout (``Analysis.phases``): the input is read at
+``(y + p) // s`` and the weight at ``(y + p) % s``, so a vector along any output loop gathers.
+Each such loop is split ``y = s*q + r``: along ``q`` the input is contiguous and the weight
+broadcast, so ``q`` is the vector loop; the phase loops ``r`` run unrolled between the tile's loop
+and the reduction, and the register tile, holding every phase of its ``q`` range (one box of the
+output, as TVM's write-back covers a bounding box), is stored by phase (``transform_layout``) so
+that each vector of it is contiguous.
+
 The steps (``tile_steps``): split and reorder to ``[outer spatial] [reduction] rows, nvec, lanes``,
 fuse the outer spatial loops and run them in parallel, ``cache_write`` the output to a
 ``local`` tile computed per iteration of that loop (``reverse_compute_at``) so it lives in
@@ -32,7 +40,7 @@ tile's write-back, unroll rows and nvec, vectorize the lanes, and ``decompose_re
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tvm import s_tir, tirx
@@ -76,6 +84,9 @@ class Access:
     buffer: str
     strides: dict[str, int | None]
     runs: dict[str, int]
+    #: loops along which the access is not affine but repeats with a period ``s``: an input read
+    #: at ``(y + p) // s`` (a transposed conv's stride phases) is affine in ``q`` for ``y = s*q + r``
+    periods: dict[str, int] = field(default_factory=dict)
 
     def kind(self, loop: str, width: int) -> str:
         """``broadcast``, ``contiguous`` (unit stride for ``width`` steps) or ``gather`` along ``loop``."""
@@ -108,6 +119,19 @@ class Analysis:
 
     def extent(self, loop: str) -> int:
         return next(lp.extent for lp in self.loops if lp.name == loop)
+
+    def phases(self) -> dict[str, int]:
+        """Stride phases: spatial loops along which the input and the weight both bend (read at
+        ``(y + p) // s`` and ``(y + p) % s``, where a layout block bends one operand only) with
+        the same period ``s`` dividing the loop. Split by ``s``, the reads become affine
+        (contiguous or broadcast) along the outer part."""
+        out = {}
+        for lp in self.spatial:
+            bent = [r for r in self.reads if r.runs[lp.name] < lp.extent]
+            periods = {r.periods.get(lp.name) for r in bent}
+            if len(bent) >= 2 and len(periods) == 1 and (s := periods.pop()) and lp.extent % s == 0:
+                out[lp.name] = s
+        return out
 
 
 def _realize(func: tirx.PrimFunc, name: str) -> tuple[s_tir.SBlockRealize, list[tirx.For]]:
@@ -152,13 +176,27 @@ def _at(expr: tirx.PrimExpr, env: Mapping[tirx.Var, int]) -> int | None:
     return int(out.value) if isinstance(out, tirx.IntImm) else None
 
 
+def _period(off: tirx.PrimExpr, var: tirx.Var, zero: Mapping[tirx.Var, int], extent: int) -> int | None:
+    """The smallest step ``s`` (2-8) after which the offset along ``var`` moves by the same amount
+    from every position checked, if any."""
+    at = [_at(off, {**zero, var: j}) for j in range(min(extent, 24))]
+    if None in at:
+        return None
+    for s in range(2, min(len(at) // 2, 8) + 1):
+        if len({at[j + s] - at[j] for j in range(len(at) - s)}) == 1:
+            return s
+    return None
+
+
 def _access(buf: Any, indices: Any, loop_vars: Mapping[str, tirx.Var], extents: Mapping[str, int]) -> Access:
-    """Stride and run of every loop in one access, evaluated at the origin of the iteration space."""
+    """Stride and run of every loop in one access, evaluated at the origin of the iteration space,
+    and the period of the loops along which it is not affine."""
     off = _flat(buf, indices)
     zero = {v: 0 for v in loop_vars.values()}
     base = _at(off, zero)
     strides: dict[str, int | None] = {}
     runs: dict[str, int] = {}
+    periods: dict[str, int] = {}
     for name, var in loop_vars.items():
         step = _at(off, {**zero, var: 1}) if extents[name] > 1 else base
         stride = None if base is None or step is None else step - base
@@ -167,17 +205,20 @@ def _access(buf: Any, indices: Any, loop_vars: Mapping[str, tirx.Var], extents: 
                 and _at(off, {**zero, var: run}) == base + run * stride:
             run += 1
         strides[name], runs[name] = stride, run if extents[name] > 1 else _RUN_CAP
-    return Access(str(buf.name), strides, runs)
+        if run < extents[name] and (s := _period(off, var, zero, extents[name])):
+            periods[name] = s
+    return Access(str(buf.name), strides, runs, periods)
 
 
-def analyse(func: tirx.PrimFunc) -> Analysis:
-    """Read the main block of an unscheduled kernel.
+def analyse(func: tirx.PrimFunc, split: bool = False) -> Analysis:
+    """Read the main block of an unscheduled kernel (``split``: or one whose loops the template
+    has split, its accesses then read per loop through the iterators' bindings).
 
     Raises
     ------
     LoopError
         When the kernel has no reduction block, or its loops are already scheduled (a block
-        iterator bound to anything but one loop).
+        iterator bound to anything but one loop, unless ``split``).
 
     Examples
     --------
@@ -193,14 +234,18 @@ def analyse(func: tirx.PrimFunc) -> Analysis:
                         "convolutions and matmuls")
     realize, fors = _realize(func, name)
     loops = list_loops(func, name)
+    bind = Analyzer()  # block iterators -> their loop expressions, so that every stride is per loop
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        if not isinstance(value, tirx.Var):
+        if not (split or isinstance(value, tirx.Var)):
             raise LoopError(f"block {name!r} is already scheduled (iterator {iv.var.name} = {value}): expert "
                             "schedules start from the unscheduled kernel")
-    # block iterators by loop name, so that every stride is per loop
-    block_var = {info.name: iv.var for info, f in zip(loops, fors)
-                 for iv, value in zip(realize.block.iter_vars, realize.iter_values) if value.same_as(f.loop_var)}
+        bind.bind(iv.var, value)
+    loop_var = {info.name: f.loop_var for info, f in zip(loops, fors)}
     extents = {lp.name: lp.extent for lp in loops}
+
+    def access(buf: Any, indices: Any) -> Access:
+        return _access(buf, [bind.rewrite_simplify(i) for i in indices], loop_var, extents)
+
     store = realize.block.body
     if not isinstance(store, tirx.BufferStore):
         raise LoopError(f"block {name!r} is not a single store; the expert template cannot read it")
@@ -210,12 +255,12 @@ def analyse(func: tirx.PrimFunc) -> Analysis:
         buf = getattr(node, "source", None)  # 0.27's loads are TensorLoads naming their buffer ``source``
         if type(node).__name__ in ("TensorLoad", "BufferLoad") and buf is not None and buf.name != store.buffer.name \
                 and buf.name not in loads:
-            loads[buf.name] = _access(buf, node.indices, block_var, extents)
+            loads[buf.name] = access(buf, node.indices)
 
     visit_nodes(store.value, visit)
     blocks = list_blocks(func)
     at = blocks.index(name)
-    return Analysis(name, tuple(loops), tuple(loads.values()), _access(store.buffer, store.indices, block_var, extents),
+    return Analysis(name, tuple(loops), tuple(loads.values()), access(store.buffer, store.indices),
                     tuple(blocks[:at]), tuple(blocks[at + 1:]))
 
 
@@ -273,6 +318,38 @@ def _vector_loop(a: Analysis, lanes: int) -> tuple[str, int]:
     if best is None:
         raise LoopError("the complex op has no spatial loop longer than 1: nothing to vectorize")
     return best[1], best[2]
+
+
+def _plain_write(a: Analysis) -> bool:
+    """Whether the output is stored as its spatial loops run (dims in loop order, no layout)."""
+    extents = [lp.extent for lp in a.spatial]
+    return all(a.write.strides.get(lp.name) == math.prod(extents[i + 1:])
+               for i, lp in enumerate(a.spatial) if lp.extent > 1)
+
+
+def _phase_layout(periods: list[int]) -> tuple[list[int], list[int]]:
+    """``transform_layout``'s factors and perm that store a tile by stride phase: the dims without
+    a period first, then every phase ``y % s``, then every ``y // s`` (the vector's, innermost).
+
+    >>> _phase_layout([1, 1, 2, 2])  # (n, o, h, w) -> (n, o, h % 2, w % 2, h // 2, w // 2)
+    ([1, 1, 2, 2], [0, 1, 3, 5, 2, 4])
+    """
+    kept, inner, outer, pos = [], [], [], 0
+    for s in periods:
+        if s > 1:
+            outer.append(pos)
+            inner.append(pos + 1)
+            pos += 2
+        else:
+            kept.append(pos)
+            pos += 1
+    return list(periods), kept + inner + outer
+
+
+def _gathers(a: Analysis, lanes: int) -> bool:
+    """Whether the vector loop the template would pick gathers one of its reads."""
+    vector, _ = _vector_loop(a, lanes)
+    return any(r.kind(vector, min(a.extent(vector), lanes)) == "gather" for r in a.reads)
 
 
 def _rows_loop(a: Analysis, vector: str) -> str | None:
@@ -407,8 +484,25 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     decompose_reduction(block='C', loop='k')
     """
     a = analyse(func)
-    t = plan(a, unit, l1)
     b, m = _Builder(func, kernel), a.block
+    phases: list[str] = []  # the phase loops r of y = s*q + r: inside the tile's loop, outside the reduction
+    periods = a.phases() if _gathers(a, unit.lanes) and _plain_write(a) else {}
+    if periods:
+        # a transposed conv on its stored layout reads its input at (y + p) // s: every vector
+        # along y would gather; split y = s*q + r and the reads are contiguous (input) and
+        # broadcast (weight) along q. The tile covers every phase of its q range, so that it is
+        # one box of the output (TVM writes back a tile's bounding box), stored by phase
+        # (``_phase_layout``) so that each vector of q is contiguous in it
+        trial = _Builder(func, kernel)
+        for loop, s in periods.items():
+            trial.do("split", block=m, loop=loop, factors=[None, s])
+        split = analyse(trial.sch.mod["main"], split=True)
+        t = plan(split, unit, l1)
+        rs = [f"{loop}_1" for loop in periods]
+        if not _gathers(split, unit.lanes) and not {t.vector, t.rows_loop} & set(rs):
+            tile_layout = _phase_layout([periods.get(lp.name, 1) for lp in a.spatial])
+            b, a, phases = trial, split, rs
+    t = plan(a, unit, l1)
     v_outer, v_tile = _split(b, m, t.vector, a.extent(t.vector), [t.nvec, t.lanes] if t.nvec > 1 else [t.lanes])
     u_outer, u_tile = _split(b, m, t.rows_loop, a.extent(t.rows_loop), [t.rows]) if t.rows_loop else ([], [])
     red = [lp.name for lp in a.reduction]
@@ -418,12 +512,12 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
             red = [f"{t.inner}_0"] + [r for r in red if r != t.inner] + [f"{t.inner}_1"]
         else:
             red = [r for r in red if r != t.inner] + [t.inner]
-    others = [lp.name for lp in a.spatial if lp.name not in (t.vector, t.rows_loop)]
+    others = [lp.name for lp in a.spatial if lp.name not in (t.vector, t.rows_loop, *phases)]
     extent = {lp.name: lp.extent for lp in b.loops(m)}
     # unit loops stay outside the fused loop: fusing them into it miscompiles transposed convs
     units = [n for n in others + v_outer + u_outer if extent[n] == 1]
     outer = [n for n in others + v_outer + u_outer if extent[n] > 1]
-    b.do("reorder", block=m, loops=units + outer + red + u_tile + v_tile)
+    b.do("reorder", block=m, loops=units + outer + phases + red + u_tile + v_tile)
     # TVM 0.27 miscompiles a fused loop read through floordiv (the stride phases of a transposed
     # conv): outer loops along which an access is not affine stay unfused, the first one parallel
     bent = {lp.name for lp in a.spatial if any(acc.runs[lp.name] < lp.extent for acc in a.reads)}
@@ -432,6 +526,8 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         outer = ["_".join(outer) + "_fused"]
     out = a.write.buffer
     b.do("cache_write", block=m, write_index=0, scope="local")
+    if phases:
+        b.do("transform_layout", block=m, write_index=0, factors=tile_layout[0], perm=tile_layout[1])
     for blk in a.after:  # the epilogue, applied on the tile as it is written back
         b.attempt("reverse_compute_inline", block=blk)
     copy = f"{out}_local"
@@ -452,7 +548,7 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
             b.attempt("vectorize", block=blk, loop=inner[-1].name)
     if outer:
         b.do("parallel", block=m, loop=outer[0])
-    for name in u_tile + v_tile[:-1]:
+    for name in phases + u_tile + v_tile[:-1]:
         b.do("unroll", block=m, loop=name)
     if v_tile:
         b.do("vectorize", block=m, loop=v_tile[-1])
