@@ -141,15 +141,34 @@ def _vm_timer(mod: Any, target: dict, x: np.ndarray, pipeline: Any) -> tuple[Tim
 
 
 def _tvm_metaschedule(mod: Any, target: dict, x: np.ndarray, budget: int, work: Path) -> tuple[Timer, np.ndarray]:
+    """TVM's ``relax.pipeline.static_shape_tuning_pipeline``, pass by pass, with MetaSchedule's
+    own defaults but for two things, so that it gets a fair share of the budget:
+
+    - its build and run workers start with the tensor intrinsics imported the light way
+      (``startup.import_tensor_intrinsics``). With the default workers each build imports them
+      itself, ~30 s on this machine, past the 30 s build timeout: every candidate failed and every
+      kernel kept its default schedule (the networks runs before 2026-11-25-networks-all);
+    - the budget is spread over the tasks (``num_trials_per_iter`` = budget / tasks, as TVM's
+      docstring advises): its default of 64 per iteration spends a budget of 64 on one task."""
+    import tvm
+    import tvm.s_tir.meta_schedule as ms
     from tvm import relax
 
     from .targets import target_from
+    from .tuning.startup import children_import_workbench, import_tensor_intrinsics
 
-    tgt = target_from(target)
+    tgt, db = target_from(target), str(work / "tvm_metaschedule")
+    import_tensor_intrinsics()
     with tgt:
-        tuned = relax.pipeline.static_shape_tuning_pipeline(total_trials=budget, target=tgt,
-                                                            work_dir=str(work / "tvm_metaschedule"))(mod)
-    return _vm_timer(tuned, target, x, "default")
+        mod = tvm.transform.Sequential([relax.transform.DecomposeOpsForInference(),
+                                        relax.transform.CanonicalizeBindings(), relax.pipeline.zero_pipeline()])(mod)
+        per_task = max(1, budget // max(1, len(ms.relax_integration.extract_tasks(mod, tgt))))
+        with children_import_workbench():
+            ms.relax_integration.tune_relax(mod, {}, tgt, db, max_trials_global=budget, num_trials_per_iter=per_task,
+                                            builder=ms.builder.LocalBuilder(initializer=import_tensor_intrinsics),
+                                            runner=ms.runner.LocalRunner(initializer=import_tensor_intrinsics))
+        mod = relax.transform.MetaScheduleApplyDatabase(db)(mod)
+    return _vm_timer(mod, target, x, "default")
 
 
 def _onnx_export(module: Any, x: np.ndarray, path: Path) -> None:
