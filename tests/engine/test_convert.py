@@ -322,3 +322,18 @@ def test_conversion_rates_count_an_unfolds_halos_as_written():
     assert rates[0].bytes == (1 * 7 * 9 * 11 + int(np.prod(unfold))) * 4
     assert int(np.prod(unfold)) > 7 * 11 * 11  # the padded input, halos duplicated
     assert conversion_rates(prog, {"conv": 1.0}, copy_gbs=1.0) == []  # untimed
+
+
+def test_a_unit_innermost_dim_does_not_take_the_vector():
+    """ALT's stem input with it = 1 ends in C.i of 1 after the 9-wide W.w halo tile: the vector
+    is the W.w run (the unit loop fused into it), not the unit loop, which left the copy scalar."""
+    g = _conv((1, 3, 40, 40), 16, 7, 2, 3)
+    prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 2], ot=16,
+                                                                         it=1)))
+    unfold = next(k for k in _conversion_kernels(prog) if k.name == "convert_data_conv")
+    assert [lp.extent for lp in list_loops(prog.funcs[unfold.name], unfold.name)][-2:] == [9, 1]
+    steps, loops = _scheduled_loops(prog, unfold.name, TARGET)
+    assert loops[-1].kind == "vectorized" and loops[-1].extent == 9
+    assert convert._vector_run([5, 9, 1], 8) == (2, 9) and convert._vector_run([9, 1, 1], 16) == (3, 9)
+    _scheduled_matches(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 2], ot=16,
+                                                                        it=1)), TARGET)

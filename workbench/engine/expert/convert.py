@@ -176,10 +176,13 @@ def _vector_run(extents: Sequence[int], lanes: int) -> tuple[int, int]:
             return k, lanes
         if prod & (prod - 1):  # not a power of two: no further fusing
             break
-    last = extents[-1]
+    # the innermost loop longer than one, with the unit loops inside it (ALT's C.i of 1 after a
+    # 9-wide W.w tile: vectorizing the unit loop left the stem's unfold scalar)
+    units = next((k for k in range(len(extents)) if extents[-1 - k] > 1), 0)
+    last = extents[-1 - units]
     if last <= _MAX_VECTORS * lanes:
-        return 1, last
-    return 1, _divisor_near(last, lanes, _MAX_VECTORS * lanes)
+        return 1 + units, last
+    return 1 + units, _divisor_near(last, lanes, _MAX_VECTORS * lanes)
 
 
 def _divisor_near(n: int, want: int, most: int | None = None) -> int:
