@@ -243,6 +243,23 @@ def test_the_unfold_reads_whole_rows_of_half_the_channels(caches):
     assert order.index("i6_0") < order.index("i4") < order.index("i2")
 
 
+def test_an_unfold_with_rows_shorter_than_a_line_writes_in_the_destinations_order(caches, monkeypatch):
+    """ALT's stem unfold with 9-float tile rows (tiles [14, 2], it = 1): the model's tile, the W
+    tiles inside each row, would write 9 floats to a page after another; the destination's order
+    reads as few lines (the window slides 4 of its 9 floats under the L1) and writes one stream.
+    Without that rule (``_TIE`` below zero) the model's order comes back."""
+    g = _conv((1, 3, 64, 64), 16, 7, 2, 3)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[14, 2], ot=16, it=1))
+    prog = make_program(g, book)
+    unfold = next(k for k in _conversion_kernels(prog) if k.name == "convert_data_conv")
+    steps, loops = _scheduled_loops(prog, unfold.name)
+    assert not any(s.primitive == "reorder" for s in steps)
+    assert loops[-1].extent == 9 and loops[-1].kind == "vectorized"
+    monkeypatch.setattr(convert, "_TIE", -1.0)
+    steps, _ = _scheduled_loops(prog, unfold.name)
+    assert any(s.primitive == "reorder" for s in steps)
+
+
 def test_a_transpose_gathers_no_more_channels_than_an_l1_set_holds(caches):
     """NCHW -> NCHW16c with channel planes a multiple of the page apart: the 16 channels' lines
     at one W share an L1 set (8 ways), so the tile gathers 8 channels along 16 W (the source's
