@@ -120,6 +120,35 @@ def test_the_default_loop_split_applies_to_every_loop(at):
     assert session(at).steps[-1].primitive == "split"
 
 
+def test_transform_layout_names_the_written_buffers_and_its_defaults_apply(at):
+    """``write_index`` picks among the block's written buffers by name; transform_layout's
+    factors default to one 1 per dim of the chosen buffer and its perm to the identity (an
+    action that always applies, here to a cache_write's tile); a split factor adds a dim to the
+    perm's default."""
+    at.switch_page("pages/loops.py").run()
+    at.selectbox(key="loop_kernel").set_value("conv").run()
+    at.selectbox(key="loop_prim").set_value("cache_write").run()
+    at.selectbox(key="la_cache_write_block").set_value("conv").run()
+    assert at.selectbox(key="la_cache_write_write_index").options[0].startswith("0 (conv, shape [")
+    at.button(key="apply_loop").click().run()
+    assert not at.error, [e.value for e in at.error]
+    at.selectbox(key="loop_prim").set_value("transform_layout").run()
+    at.selectbox(key="la_transform_layout_block").set_value("conv").run()
+    written = at.selectbox(key="la_transform_layout_write_index").options[0]
+    shape = json.loads(written.split("shape ", 1)[1].rstrip(")"))
+    assert written.startswith("0 (conv_")  # the tile cache_write allocated, not the kernel's output
+    factors = next(t for t in at.text_input if t.key.startswith("la_transform_layout_factors"))
+    perm = next(t for t in at.text_input if t.key.startswith("la_transform_layout_perm"))
+    assert factors.value == ", ".join("1" for _ in shape) and perm.value == ", ".join(map(str, range(len(shape))))
+    at.button(key="apply_loop").click().run()
+    assert not at.error, [e.value for e in at.error]
+    assert session(at).steps[-1].primitive == "transform_layout"
+    d = next(i for i, n in enumerate(shape) if n % 2 == 0)
+    factors.input(", ".join("2" if i == d else "1" for i in range(len(shape)))).run()
+    perm = next(t for t in at.text_input if t.key.startswith("la_transform_layout_perm"))
+    assert perm.value == ", ".join(map(str, range(len(shape) + 1)))
+
+
 def test_a_loop_primitive_updates_the_loop_nest(at):
     at.switch_page("pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()

@@ -35,14 +35,57 @@ def test_contenders_are_measured_in_turn():
 
 
 def test_every_sample_waits_for_the_previous_contenders_threads_to_settle(monkeypatch):
-    """A quiet pause before each sample: the previous contender's thread pools spin on after it
-    returns and would take the next one's cores."""
+    """A wait for quiet before each sample: the previous contender's thread pools spin on after
+    it returns and would take the next one's cores."""
     from workbench.engine import interleave
 
     log: list[str] = []
-    monkeypatch.setattr(interleave.time, "sleep", lambda s: log.append(f"sleep {s}"))
+    monkeypatch.setattr(interleave, "wait_for_quiet", lambda s: log.append(f"quiet {s}"))
     interleaved_samples(scripted({"A": [1.0] * 2, "B": [1.0] * 2}, log), rounds=2, settle_s=0.3)
-    assert log == ["sleep 0.3", "A", "sleep 0.3", "B"] * 2
+    assert log == ["quiet 0.3", "A", "quiet 0.3", "B"] * 2
+
+
+def _fake_machine(monkeypatch, busy_windows: int):
+    """A clock and CPU counters: the two cores run (a spinning pool) for ``busy_windows``
+    windows, then idle."""
+    from workbench.engine import interleave
+
+    clock = {"t": 0.0, "windows": 0}
+
+    def sleep(s):
+        clock["t"] += s
+        clock["windows"] += 1
+
+    def cpu_times():  # 0.1 s per window of two cores: all busy, or all idle
+        busy = min(clock["windows"], busy_windows)
+        return _Times(busy * 0.1, (clock["windows"] - busy) * 0.1)
+
+    monkeypatch.setattr(interleave.time, "sleep", sleep)
+    monkeypatch.setattr(interleave.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(interleave.psutil, "cpu_times", cpu_times)
+    return clock
+
+
+class _Times(tuple):
+    """``psutil.cpu_times()``'s shape: a tuple of seconds with named fields."""
+
+    def __new__(cls, user, idle):
+        return super().__new__(cls, (user, idle, 0.0))
+
+    user = property(lambda self: self[0])
+    idle = property(lambda self: self[1])
+    iowait = property(lambda self: self[2])
+
+
+def test_the_wait_for_quiet_ends_when_the_cores_idle_or_at_its_limit(monkeypatch):
+    from workbench.engine.interleave import WINDOW_S, wait_for_quiet
+
+    clock = _fake_machine(monkeypatch, busy_windows=5)
+    waited = wait_for_quiet(2.0)
+    assert clock["windows"] == 6 and waited == pytest.approx(6 * WINDOW_S)  # 5 busy windows, then one idle
+    clock = _fake_machine(monkeypatch, busy_windows=10 ** 6)
+    assert wait_for_quiet(1.0) == pytest.approx(1.0, abs=WINDOW_S)  # always busy: measured anyway
+    assert wait_for_quiet(0.0) == 0.0
 
 
 def test_medians_and_spreads_of_quiet_contenders():

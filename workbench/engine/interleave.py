@@ -21,19 +21,43 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
+import psutil
+
 from .timing import NOISE, Stats
 
-__all__ = ["Timer", "Remeasured", "ROUNDS", "interleaved_samples", "remeasure"]
+__all__ = ["Timer", "Remeasured", "ROUNDS", "interleaved_samples", "remeasure", "wait_for_quiet"]
 
 #: one sample of a contender, in ms
 Timer = Callable[[], float]
 #: rounds per set: each contender gets this many samples, one per round
 ROUNDS = 5
-#: seconds of quiet before each sample: a contender's thread pools spin on after it returns
-#: (OpenMP's blocktime is up to 200 ms, ONNX Runtime's and TVM's pools spin too) and, on 2
-#: cores, took the next contender's cores: PyTorch's ResNet-18 measured 98 ms after our
-#: kernels and ONNX Runtime, 46-51 ms alone
-SETTLE_S = 0.25
+#: the longest wait for quiet before each sample (``wait_for_quiet``): a contender's thread
+#: pools spin on after it returns and, on 2 cores, take the next contender's cores. TVM's pool
+#: spins ~0.24 s of a core after its last kernel (TVM_THREAD_POOL_SPIN_COUNT, 300000 yields;
+#: longer while another process competes), OpenMP's blocktime is up to 200 ms: with a fixed
+#: 0.25 s pause PyTorch's ResNet-18 measured 98 ms after our kernels (46-51 ms alone) and
+#: ``c1d_wav`` 0.95 ms (0.1 ms alone)
+SETTLE_S = 2.0
+#: quiet: the machine's cores idle for at least this share of a ``WINDOW_S`` window
+QUIET = 0.9
+WINDOW_S = 0.05
+
+
+def wait_for_quiet(max_s: float = SETTLE_S) -> float:
+    """Wait until the machine's cores have been idle for ``QUIET`` of a ``WINDOW_S`` window
+    (every pool of the last contender asleep, in any process), at most ``max_s`` seconds;
+    returns the seconds waited (a busy machine still gets measured, after ``max_s``)."""
+    start = time.perf_counter()
+    before = psutil.cpu_times()
+    while time.perf_counter() - start < max_s:
+        time.sleep(WINDOW_S)
+        now = psutil.cpu_times()
+        total = sum(now) - sum(before)
+        idle = now.idle + getattr(now, "iowait", 0.0) - before.idle - getattr(before, "iowait", 0.0)
+        if total <= 0 or idle >= QUIET * total:
+            break
+        before = now
+    return time.perf_counter() - start
 
 
 @dataclass(frozen=True)
@@ -55,14 +79,14 @@ class Remeasured:
 
 def interleaved_samples(timers: Mapping[str, Timer], rounds: int = ROUNDS,
                         settle_s: float = SETTLE_S) -> dict[str, list[float]]:
-    """``rounds`` samples of every timer, taken in turn: A B C D, A B C D, ..., each after
-    ``settle_s`` seconds of quiet (see ``SETTLE_S``)."""
+    """``rounds`` samples of every timer, taken in turn: A B C D, A B C D, ..., each once the
+    machine is quiet (``wait_for_quiet(settle_s)``; see ``SETTLE_S``)."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     samples: dict[str, list[float]] = {name: [] for name in timers}
     for _ in range(rounds):
         for name, timer in timers.items():
-            time.sleep(settle_s)
+            wait_for_quiet(settle_s)
             samples[name].append(float(timer()))
     return samples
 

@@ -31,7 +31,7 @@ from .errors import LoopError
 from .step import PrimitiveSpec, Step
 
 __all__ = ["visit_nodes", "loop_step", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
-           "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
+           "block_writes", "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
            "basic_schedule"]
 
 FuncOrSchedule = Union[tirx.PrimFunc, tvm.IRModule, s_tir.Schedule]
@@ -246,6 +246,20 @@ def list_loops(func_or_sch: FuncOrSchedule, block: str) -> list[LoopInfo]:
             for d, (name, f) in enumerate(zip(_names([f.loop_var.name for f in loops]), loops))]
 
 
+def block_writes(func_or_sch: FuncOrSchedule, block: str) -> list[tuple[str, tuple[int, ...]]]:
+    """The buffers ``block`` writes, in ``write_index`` order (``cache_write``,
+    ``transform_layout``), as (name, shape).
+
+    >>> from workbench.engine.expert.tiling import _example
+    >>> block_writes(_example()[0], "C")
+    [('C', (16, 16))]
+    """
+    realize = next((r for r, _ in _nests(func_or_sch) if r.block.name_hint == block), None)
+    if realize is None:
+        raise LoopError(f"unknown block {block!r}; blocks: {', '.join(list_blocks(func_or_sch))}")
+    return [(str(w.source.name), tuple(int(n) for n in w.source.shape)) for w in realize.block.writes]
+
+
 def script(func_or_sch: FuncOrSchedule) -> str:
     """The (scheduled) function as TVMScript.
 
@@ -322,8 +336,7 @@ def _validate(sch: s_tir.Schedule, step: Step) -> tuple[dict[str, Any], list[Loo
         if len(set(wanted)) != len(wanted):
             raise LoopError(f"a loop is named twice in {wanted}")
         loops = [infos[n] for n in wanted]
-    _check(p, a, loops, blocks[a["block"]],
-           {str(b.name) for b in sch.mod["main"].params} if p == "transform_layout" else set())
+    _check(p, a, loops, blocks[a["block"]], sch.mod["main"])
     if p == "split":  # -1 infers a factor as in layout splits; TVM's word for it is None
         a["factors"] = [None if f == -1 else f for f in a["factors"]]
     return a, loops
@@ -333,9 +346,8 @@ def _loop_arg(spec: PrimitiveSpec) -> str | None:
     return next((k for k, kind in spec.args.items() if kind in ("loop", "loops")), None)
 
 
-def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, params: set[str] = frozenset()) -> None:
-    """The cheap preconditions, checked before TVM is asked (``params``: the kernel's argument
-    buffers)."""
+def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: tirx.PrimFunc) -> None:
+    """The cheap preconditions, checked before TVM is asked (``main``: the kernel)."""
     if p == "split":
         fs = a["factors"]
         free = [f for f in fs if f is None or f == -1]
@@ -357,7 +369,7 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, params:
     elif p in ("compute_at", "reverse_compute_at") and a["block"] == a["target_block"]:
         raise LoopError(f"{p} moves a block under a loop of another block; both are {a['block']!r}")
     elif p == "transform_layout":
-        _check_transform(a, block, params)
+        _check_transform(a, block, main)
     elif p in ("cache_read", "cache_write"):
         key, have = ("read_index", block.reads) if p == "cache_read" else ("write_index", block.writes)
         if not 0 <= a[key] < len(have):
@@ -366,13 +378,13 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, params:
                             f"{', '.join(str(r.source.name) for r in have)}")
 
 
-def _check_transform(a: dict[str, Any], block: Any, params: set[str]) -> None:
+def _check_transform(a: dict[str, Any], block: Any, main: tirx.PrimFunc) -> None:
     if not 0 <= a["write_index"] < len(block.writes):
         raise LoopError(f"write_index {a['write_index']} is out of range: block {a['block']!r} has "
                         f"{len(block.writes)} written buffer(s)")
     buf = block.writes[a["write_index"]].source
     name, shape = str(buf.name), [int(n) for n in buf.shape]
-    if name in params:
+    if name in {str(v.name) for v in main.params}:
         raise LoopError(f"{name} is an argument of the kernel: its stored layout is a layout action (transform_layout "
                         "changes buffers the kernel allocates, such as a cache_write's tile)")
     fs = a["factors"]

@@ -9,7 +9,7 @@ from typing import Mapping
 from .counters import Counters, perf_counters
 from .footprint import Profile, profile_kernel
 from .loopdims import loop_dims
-from .loops import LoopInfo, list_blocks, list_loops, script
+from .loops import LoopInfo, block_writes, list_blocks, list_loops, script
 from .lower import stage_layouts
 from .session import State
 
@@ -18,14 +18,16 @@ __all__ = ["NestView", "nest_view", "cache_profile", "state_counters"]
 
 @dataclass(frozen=True)
 class NestView:
-    """A kernel's blocks (in order), the loops around each (outermost first), its TVMScript and,
-    block -> loop -> name, the layout dims a loop runs over (``loopdims``; not every loop has one)."""
+    """A kernel's blocks (in order), the loops around each (outermost first), its TVMScript,
+    block -> loop -> name, the layout dims a loop runs over (``loopdims``; not every loop has one),
+    and the buffers each block writes (name, shape; ``loops.block_writes``)."""
 
     kernel: str
     blocks: tuple[str, ...]
     loops: Mapping[str, tuple[LoopInfo, ...]]
     script: str
     dims: Mapping[str, Mapping[str, str]]
+    writes: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]]
 
 
 def nest_view(state: State, kernel: str) -> NestView:
@@ -35,7 +37,8 @@ def nest_view(state: State, kernel: str) -> NestView:
     plan = state.program.plan
     stages = stage_layouts(plan, next(k for k in plan.kernels if k.name == kernel))
     dims = loop_dims(func, {name: [d.name for d in lay.dims] for name, lay in stages.items()})
-    return NestView(kernel, blocks, {b: tuple(list_loops(func, b)) for b in blocks}, script(func), dims)
+    return NestView(kernel, blocks, {b: tuple(list_loops(func, b)) for b in blocks}, script(func), dims,
+                    {b: tuple(block_writes(func, b)) for b in blocks})
 
 
 def cache_profile(state: State, kernel: str, caches: Mapping[str, int], line_bytes: int) -> Profile:

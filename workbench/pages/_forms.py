@@ -17,11 +17,13 @@ __all__ = ["FormContext", "primitive_form", "parse_ints", "picked_arguments", "w
 
 @dataclass(frozen=True)
 class FormContext:
-    """What the widgets may offer: blocks and their loops ``(name, extent)`` for loop primitives,
-    the current dims' names for layout primitives, and the tensors ``tensor`` arguments name."""
+    """What the widgets may offer: blocks, their loops ``(name, extent)`` and the buffers they
+    write ``(name, shape)`` for loop primitives, the current dims' names for layout primitives,
+    and the tensors ``tensor`` arguments name."""
 
     blocks: Sequence[str] = ()
     loops: Mapping[str, Sequence[tuple[str, int]]] = field(default_factory=dict)
+    writes: Mapping[str, Sequence[tuple[str, tuple[int, ...]]]] = field(default_factory=dict)
     dims: Sequence[str] = ()
     extents: Sequence[int] = ()  # of ``dims``
     tensors: Sequence[str] = ()
@@ -98,6 +100,16 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
         rank = len(ctx.dims)
         return st.selectbox(arg, list(range(rank)), index=min(1, rank - 1), key=key,
                             format_func=lambda d: f"{d} ({ctx.dims[d]})")
+    buffer = _chosen_buffer(spec, ctx, args)
+    if kind == "int" and arg == "write_index" and (written := ctx.writes.get(args.get("block", ""))):
+        return st.selectbox(arg, list(range(len(written))), key=key,
+                            format_func=lambda i: f"{i} ({written[i][0]}, shape {list(written[i][1])})")
+    if arg == "perm" and buffer is not None:
+        # transform_layout: the buffer's dims after the splits (a split dim is two: outer, inner)
+        rank = len(buffer[1]) + sum(1 for f in args.get("factors") or () if f and f > 1)
+        text = st.text_input(f"{arg} (0..{rank - 1}: the dims of {buffer[0]} after the splits, a split dim as "
+                             "outer, inner)", ", ".join(map(str, range(rank))), key=f"{key}_{rank}")
+        return parse_ints(text, arg)
     if kind in ("dims", "perm"):
         rank = len(ctx.dims)
         guess = range(rank) if kind == "perm" else range(1, min(3, rank))
@@ -105,6 +117,12 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
         return parse_ints(text, arg)
     if kind == "int":
         return int(st.number_input(arg, 0, 1 << 16, int(default or 0), key=key))
+    if arg == "factors" and buffer is not None:
+        # transform_layout: one factor per dim of the buffer; all 1 keeps its layout (always applies)
+        name, shape = buffer
+        text = st.text_input(f"{arg} (one per dim of {name}, shape {list(shape)}; 1 keeps a dim)",
+                             ", ".join("1" for _ in shape), key=f"{key}_{name}")
+        return parse_ints(text, arg)
     if kind == "ints":
         # the factors of the loop or dim chosen before: a default that always applies, reset on a new choice
         extent = _chosen_extent(spec, ctx, args)
@@ -115,6 +133,14 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
     if kind == "tensor":
         return st.selectbox(arg, list(ctx.tensors) or ["(no constant)"], key=key)
     return st.text_input(arg, str(default or ""), key=key)
+
+
+def _chosen_buffer(spec: PrimitiveSpec, ctx: FormContext, args: dict[str, Any]) -> tuple[str, tuple[int, ...]] | None:
+    """The written buffer ``(name, shape)`` the earlier arguments chose (a block and its
+    ``write_index``), if the primitive takes one."""
+    written = ctx.writes.get(args.get("block", ""), ())
+    i = args.get("write_index")
+    return written[i] if "write_index" in spec.args and isinstance(i, int) and 0 <= i < len(written) else None
 
 
 def _chosen_extent(spec: PrimitiveSpec, ctx: FormContext, args: dict[str, Any]) -> int:

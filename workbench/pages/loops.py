@@ -37,7 +37,7 @@ with st.expander("Blocks and loops (outermost first): click a row to fill the pr
                          selection_mode="single-row")
 
 prim = st.selectbox("Loop primitive", list(PRIMITIVES), key="loop_prim", format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
-ctx = FormContext(blocks=blocks, loops={b: [(lp.name, lp.extent) for lp in loops[b]] for b in blocks})
+ctx = FormContext(blocks=blocks, loops={b: [(lp.name, lp.extent) for lp in loops[b]] for b in blocks}, writes=view.writes)
 picked = table.selection.rows if table is not None else []
 if picked and picked[0] < len(rows) and st.session_state.get("loop_picked") != (kernel, prim, picked[0]):
     # a new click: its block and loop go into the form's widgets before they are drawn

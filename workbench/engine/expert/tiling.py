@@ -486,6 +486,7 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     a = analyse(func)
     b, m = _Builder(func, kernel), a.block
     phases: list[str] = []  # the phase loops r of y = s*q + r: inside the tile's loop, outside the reduction
+    t: Tile | None = None
     periods = a.phases() if _gathers(a, unit.lanes) and _plain_write(a) else {}
     if periods:
         # a transposed conv on its stored layout reads its input at (y + p) // s: every vector
@@ -497,12 +498,13 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         for loop, s in periods.items():
             trial.do("split", block=m, loop=loop, factors=[None, s])
         split = analyse(trial.sch.mod["main"], split=True)
-        t = plan(split, unit, l1)
+        trial_tile = plan(split, unit, l1)
         rs = [f"{loop}_1" for loop in periods]
-        if not _gathers(split, unit.lanes) and not {t.vector, t.rows_loop} & set(rs):
+        if not _gathers(split, unit.lanes) and not {trial_tile.vector, trial_tile.rows_loop} & set(rs):
             tile_layout = _phase_layout([periods.get(lp.name, 1) for lp in a.spatial])
-            b, a, phases = trial, split, rs
-    t = plan(a, unit, l1)
+            b, a, phases, t = trial, split, rs, trial_tile
+    if t is None:
+        t = plan(a, unit, l1)
     v_outer, v_tile = _split(b, m, t.vector, a.extent(t.vector), [t.nvec, t.lanes] if t.nvec > 1 else [t.lanes])
     u_outer, u_tile = _split(b, m, t.rows_loop, a.extent(t.rows_loop), [t.rows]) if t.rows_loop else ([], [])
     red = [lp.name for lp in a.reduction]
