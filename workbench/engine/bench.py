@@ -33,7 +33,7 @@ import numpy as np
 import tvm
 
 from .graph import Graph, GraphBuilder
-from .interleave import ROUNDS, Remeasured, Timer, remeasure
+from .interleave import ROUNDS, Remeasured, Timer, interleaved_samples, remeasure
 from .book import LayoutBook
 from .keys import apply_actions
 from .program import Built, make_program
@@ -195,7 +195,9 @@ def call_timer(fn: Callable[[], Any], min_ms: float = SAMPLE_MS) -> Timer:
 
 def torch_timer(w: Workload, threads: int) -> Timer:
     """PyTorch on the CPU, in the faster of the default (NCHW) and channels-last memory formats
-    (chosen by the median of three samples each)."""
+    (chosen by the median of three samples each, interleaved, each once the machine is quiet:
+    chosen right after our kernels ran, while TVM's pool still spun, the NCHW samples came out
+    slow and ``grp_resnext`` was timed channels-last at 2.9 ms instead of 0.44)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -210,7 +212,8 @@ def torch_timer(w: Workload, threads: int) -> Timer:
     for fmt in formats:
         xf, wf = x.contiguous(memory_format=fmt), wt.contiguous(memory_format=fmt)
         timers.append(call_timer(lambda xf=xf, wf=wf: fn(xf, wf, **attrs)))
-    return min(timers, key=lambda t: float(np.median([t() for _ in range(3)])))
+    samples = interleaved_samples(dict(enumerate(timers)), rounds=3)
+    return timers[min(samples, key=lambda i: float(np.median(samples[i])))]
 
 
 def numpy_timer(w: Workload) -> Timer | None:
