@@ -196,8 +196,8 @@ def call_timer(fn: Callable[[], Any], min_ms: float = SAMPLE_MS) -> Timer:
 def torch_timer(w: Workload, threads: int) -> Timer:
     """PyTorch on the CPU, in the faster of the default (NCHW) and channels-last memory formats
     (chosen by the median of three samples each, interleaved, each once the machine is quiet:
-    chosen right after our kernels ran, while TVM's pool still spun, the NCHW samples came out
-    slow and ``grp_resnext`` was timed channels-last at 2.9 ms instead of 0.44)."""
+    chosen right after our kernels ran, while TVM's pool still spun, one format's samples could
+    come out slow: ``grp_resnext`` measured 2.9 ms in one run, 0.44 ms in another)."""
     import torch
 
     torch.set_num_threads(threads)
