@@ -30,6 +30,19 @@ def test_graph_opens_on_r18_stem_with_its_tensors(at):
     assert "[N C H W]" in labels
 
 
+def test_the_first_graph_run_sends_a_static_drawing_and_later_runs_do_not(at):
+    def drawings():
+        return [m.value for m in at.markdown if 'class="graph-preview"' in m.value]
+
+    (svg,) = drawings()  # the fixture's tab has run the graph page once
+    for op in ("pad", "conv", "bias", "relu"):
+        assert f"<tspan font-weight=\"bold\">{op}</tspan>" in svg
+    assert "display: none" in svg  # its CSS hides it once Plotly has drawn the chart
+    at.run()
+    assert not at.exception and drawings() == []
+    assert at.get("plotly_chart")  # the chart itself is sent on every run
+
+
 def test_a_preset_through_the_form_changes_the_graph_layout_labels(at):
     before = graph_labels(at)
     at.switch_page("pages/layouts.py").run()

@@ -10,6 +10,17 @@ from workbench.engine.words import plural
 from workbench.pages import _state
 from workbench.viz.blocks import MANY_OPS, find_blocks
 from workbench.viz.graph import display_graph, graph_figure, matching_ops
+from workbench.viz.preview import figure_svg
+
+# A new tab fetches and evaluates Plotly (1-2 s) only once the chart arrives: a static drawing of
+# the same figure lies over the chart's place until Plotly has drawn it, then CSS hides it. Sent
+# on the page's first run in a session only: by the next one, this tab has Plotly.
+PREVIEW_CSS = """<style>
+.st-key-graph_box { position: relative; }
+.st-key-graph_box [data-testid="stElementContainer"]:has(.graph-preview) { position: absolute; inset: 0 0 auto 0; z-index: 2; }
+.graph-preview { background: #fff; }
+.st-key-graph_box:has(.js-plotly-plot .scatterlayer .trace) .graph-preview { display: none; }
+</style>"""
 
 st.title("Computational graph")
 state = _state.state()
@@ -82,7 +93,10 @@ x0, x1 = figure.layout.xaxis.range or (0, 0)
 # the chart as wide as the drawing at one pixel per unit (the figure keeps text that size); the
 # side panel beside it when the page is wide enough, else below it
 with st.container(horizontal=True, gap="medium"):
-    with st.container(width=max(int(x1 - x0), 320)):
+    with st.container(width=max(int(x1 - x0), 320), key="graph_box"):
+        if figure.data and not st.session_state.get("graph_preview_sent"):
+            st.session_state.graph_preview_sent = True
+            st.markdown(f'{PREVIEW_CSS}<div class="graph-preview">{figure_svg(figure)}</div>', unsafe_allow_html=True)
         st.plotly_chart(figure, key="graph_chart", on_select=_clicked, selection_mode="points", width="stretch",
                         config={"displaylogo": False})
     with st.container(width=320):
