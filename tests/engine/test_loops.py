@@ -150,7 +150,8 @@ def test_every_primitive_is_covered_and_named_as_tvm_names_it():
         "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction", "transform_layout"}
     for name, spec in PRIMITIVES.items():
         assert callable(getattr(s_tir.Schedule, name))
-        assert spec.doc and set(spec.args.values()) <= {"block", "loop", "loops", "int", "ints", "str"}
+        kinds = {"block", "loop", "loops", "int", "ints", "str", "written", "written_factors", "written_perm"}
+        assert spec.doc and set(spec.args.values()) <= kinds
         assert {a.lstrip("*") for a in spec.tvm_args} <= set(spec.args)
         assert set(spec.defaults) <= set(spec.args) and spec.loop_of in spec.args
     assert PRIMITIVES["compute_at"].loop_of == "target_block"

@@ -56,7 +56,7 @@ PRIMITIVES: dict[str, PrimitiveSpec] = {
     "parallel": _spec(_LOOP, "run a spatial loop's iterations on several cores", "loop"),
     "cache_read": _spec("block:block read_index:int scope:str", "read a block's input through a copy (block "
                         "<buffer>_<scope>)", "block read_index scope", defaults={"scope": "global"}),
-    "cache_write": _spec("block:block write_index:int scope:str", "write a block's output through a copy (block "
+    "cache_write": _spec("block:block write_index:written scope:str", "write a block's output through a copy (block "
                          "<buffer>_<scope>)", "block write_index scope", defaults={"scope": "global"}),
     "compute_at": _spec("block:block target_block:block loop:loop", "compute a producer under a loop of its consumer",
                         "block loop", loop_of="target_block"),
@@ -66,7 +66,7 @@ PRIMITIVES: dict[str, PrimitiveSpec] = {
     "reverse_compute_inline": _spec("block:block", "inline an element-wise consumer into its producer", "block"),
     "decompose_reduction": _spec(_LOOP, "move a reduction's init above a loop (block <name>_init; the block "
                                  "becomes <name>_update)", "block loop"),
-    "transform_layout": _spec("block:block write_index:int factors:ints perm:ints", "store a buffer the kernel "
+    "transform_layout": _spec("block:block write_index:written factors:written_factors perm:written_perm", "store a buffer the kernel "
                               "allocates (a cache_write's tile) with each dim split by its factor (dim // f, dim % f; "
                               "1: kept) and the dims then in order perm", "block write_index factors perm"),
 }
@@ -306,6 +306,11 @@ _KINDS: dict[str, tuple[Any, str]] = {
     "ints": (lambda v: isinstance(v, list) and v and all(x is None or _is_int(x) for x in v),
              "a list of integers (or null)"),
     "str": (lambda v: isinstance(v, str), "a string"),
+    "written": (_is_int, "an integer, the index of a buffer the block writes"),
+    "written_factors": (lambda v: isinstance(v, list) and v and all(_is_int(x) for x in v),
+                        "a list of integers, one per dim of the written buffer"),
+    "written_perm": (lambda v: isinstance(v, list) and v and all(_is_int(x) for x in v),
+                     "a list of integers, the written buffer's dims after the splits in their new order"),
 }
 
 

@@ -147,8 +147,9 @@ class PrimitiveSpec:
     ``args`` maps each argument, in form order, to its kind: ``block`` (a block name), ``loop`` /
     ``loops`` (loop names of the block named by the ``loop_of`` argument), ``dim`` (a dim of the
     tensor's current layout), ``dims`` (several, in order), ``perm`` (all dims, permuted),
-    ``int``, ``ints`` (a list of ints, one may be null or -1), ``tensor`` (a constant's name) or
-    ``str``. ``tvm_args`` are the arguments a loop
+    ``int``, ``ints`` (a list of ints, one may be null or -1), ``tensor`` (a constant's name),
+    ``str``, or for a buffer the block writes: ``written`` (its index), ``written_factors`` (one
+    int per dim of it) and ``written_perm`` (its dims after those splits, permuted). ``tvm_args`` are the arguments a loop
     primitive passes on to the ``tvm.s_tir.Schedule`` method of the same name, in order
     (``*loops`` is spread); ``inverse_of`` names the primitive a layout primitive undoes.
 

@@ -100,29 +100,18 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
         rank = len(ctx.dims)
         return st.selectbox(arg, list(range(rank)), index=min(1, rank - 1), key=key,
                             format_func=lambda d: f"{d} ({ctx.dims[d]})")
-    buffer = _chosen_buffer(spec, ctx, args)
-    if kind == "int" and arg == "write_index" and (written := ctx.writes.get(args.get("block", ""))):
+    if kind == "written" and (written := ctx.writes.get(args.get(spec.loop_of, ""))):  # by name and shape
         return st.selectbox(arg, list(range(len(written))), key=key,
                             format_func=lambda i: f"{i} ({written[i][0]}, shape {list(written[i][1])})")
-    if arg == "perm" and buffer is not None:
-        # transform_layout: the buffer's dims after the splits (a split dim is two: outer, inner)
-        rank = len(buffer[1]) + sum(1 for f in args.get("factors") or () if f and f > 1)
-        text = st.text_input(f"{arg} (0..{rank - 1}: the dims of {buffer[0]} after the splits, a split dim as "
-                             "outer, inner)", ", ".join(map(str, range(rank))), key=f"{key}_{rank}")
-        return parse_ints(text, arg)
+    if kind in ("written_factors", "written_perm"):
+        return _written_widget(arg, kind, spec, _chosen_buffer(spec, ctx, args), args, key)
     if kind in ("dims", "perm"):
         rank = len(ctx.dims)
         guess = range(rank) if kind == "perm" else range(1, min(3, rank))
         text = st.text_input(f"{arg} (dims 0..{rank - 1}: {' '.join(ctx.dims)})", ", ".join(map(str, guess)), key=key)
         return parse_ints(text, arg)
-    if kind == "int":
+    if kind in ("int", "written"):
         return int(st.number_input(arg, 0, 1 << 16, int(default or 0), key=key))
-    if arg == "factors" and buffer is not None:
-        # transform_layout: one factor per dim of the buffer; all 1 keeps its layout (always applies)
-        name, shape = buffer
-        text = st.text_input(f"{arg} (one per dim of {name}, shape {list(shape)}; 1 keeps a dim)",
-                             ", ".join("1" for _ in shape), key=f"{key}_{name}")
-        return parse_ints(text, arg)
     if kind == "ints":
         # the factors of the loop or dim chosen before: a default that always applies, reset on a new choice
         extent = _chosen_extent(spec, ctx, args)
@@ -135,12 +124,29 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
     return st.text_input(arg, str(default or ""), key=key)
 
 
+def _written_widget(arg: str, kind: str, spec: PrimitiveSpec, buffer: tuple[str, tuple[int, ...]] | None,
+                    args: dict[str, Any], key: str) -> list[int]:
+    """Factors (one per dim of the chosen written buffer; all 1 keeps its layout) or the
+    permutation of its dims after those splits (a split dim is two: outer, inner); the defaults
+    always apply, and reset when the buffer or the number of split dims changes."""
+    name, shape = buffer or ("the buffer", ())
+    if kind == "written_factors":
+        text = st.text_input(f"{arg} (one per dim of {name}, shape {list(shape)}; 1 keeps a dim)",
+                             ", ".join("1" for _ in shape), key=f"{key}_{name}")
+        return parse_ints(text, arg)
+    split = next((args.get(a) for a, k in spec.args.items() if k == "written_factors"), None) or ()
+    rank = len(shape) + sum(1 for f in split if f and f > 1)
+    text = st.text_input(f"{arg} (0..{rank - 1}: the dims of {name} after the splits, a split dim as outer, inner)",
+                         ", ".join(map(str, range(rank))), key=f"{key}_{rank}")
+    return parse_ints(text, arg)
+
+
 def _chosen_buffer(spec: PrimitiveSpec, ctx: FormContext, args: dict[str, Any]) -> tuple[str, tuple[int, ...]] | None:
-    """The written buffer ``(name, shape)`` the earlier arguments chose (a block and its
-    ``write_index``), if the primitive takes one."""
-    written = ctx.writes.get(args.get("block", ""), ())
-    i = args.get("write_index")
-    return written[i] if "write_index" in spec.args and isinstance(i, int) and 0 <= i < len(written) else None
+    """The written buffer ``(name, shape)`` the earlier arguments chose (a block and the index of
+    one of its writes), if the primitive takes one."""
+    written = ctx.writes.get(args.get(spec.loop_of, ""), ())
+    i = next((args.get(a) for a, kind in spec.args.items() if kind == "written"), None)
+    return written[i] if isinstance(i, int) and 0 <= i < len(written) else None
 
 
 def _chosen_extent(spec: PrimitiveSpec, ctx: FormContext, args: dict[str, Any]) -> int:
