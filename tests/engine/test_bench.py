@@ -182,3 +182,28 @@ def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pyto
     assert ms == sorted(ms, reverse=True) and min(ms) > 0
     assert sum(float(k["share"]) for k in kernels) == pytest.approx(1.0, abs=0.01)
     assert any("matmul" in k["ops"] or "dense" in k["ops"] for k in kernels)
+
+
+def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic_schedules():
+    """The "conversions ms" column times what a session builds: each conversion kernel after
+    ``conversion_steps``, not the unscheduled loop nest."""
+    import tvm_ffi
+
+    from workbench.engine.book import LayoutBook
+    from workbench.engine.ceilings import get_ceilings
+    from workbench.engine.expert.convert import scheduled_conversions
+    from workbench.engine.keys import apply_actions
+    from workbench.engine.presets import preset_actions
+    from workbench.engine.program import make_program
+
+    w = bench.Workload("c2d_tiny", "conv2d", (1, 16, 10, 10), (16, 16, 3, 3), {"padding": 1})
+    graph, op = bench.workload_graph(w)
+    target = dict(DEFAULT_TARGET)
+    book = apply_actions(graph, LayoutBook(), preset_actions(graph, "alt_tiled", op))
+    built, ok, rates = bench._tuned(graph, book, op, None, target, get_ceilings(target).copy_gbs)
+    assert ok and len(rates) >= 2  # into the tiled layout and back (and the weights)
+    want = scheduled_conversions(make_program(graph, book), target)
+    assert set(want) == {r.name for r in rates}
+    for name, func in want.items():
+        assert tvm_ffi.structural_equal(built.program.funcs[name], func)
+        assert "T.parallel" in func.script()  # scheduled: the unscheduled nest has no parallel loop

@@ -303,15 +303,17 @@ def kernel_timer(built: Built, op: str, values: dict[str, np.ndarray], min_ms: f
 
 def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict, copy_gbs: float
            ) -> tuple[Built, bool, list[ConversionRate]]:
-    """Build the whole program with the tuned kernel (``trace``; None: the op's expert
-    schedule), check it, and time its conversions (their rates against ``copy_gbs``)."""
+    """Build the whole program as a session would: the tuned kernel (``trace``; None: the op's
+    expert schedule) and each conversion with its analytic schedule; check it, and time its
+    conversions (their rates against ``copy_gbs``)."""
     from .expert import expert_steps
+    from .expert.convert import scheduled_conversions
     from .loops import apply_steps, apply_trace_json
 
     prog = make_program(graph, book)
     func = prog.funcs[op]
     sch = apply_steps(func, expert_steps(func, op, target)) if trace is None else apply_trace_json(func, trace)
-    prog = prog.with_funcs({op: sch.mod["main"]})
+    prog = prog.with_funcs({**scheduled_conversions(prog, target), op: sch.mod["main"]})
     built = prog.build(target)
     ok = built.verify().ok
     latencies = {t.name: t.latency_ms for t in built.time(repeat=3, min_ms=5) if t.name != op}

@@ -573,6 +573,13 @@ class Bandwidth:
         return self.gbs / self.copy_gbs if self.copy_gbs > 0 else 0.0
 
 
+def scheduled_conversions(prog: Any, target: Mapping) -> dict[str, tirx.PrimFunc]:
+    """Every stand-alone conversion kernel of ``prog`` (a ``program.Program``) after its
+    ``conversion_steps``: what a session builds when it has no schedule of its own for them."""
+    return {k.name: apply_steps(prog.funcs[k.name], conversion_steps(prog.funcs[k.name], k.name, target)).mod["main"]
+            for k in prog.plan.kernels if k.conversion is not None}
+
+
 def conversion_ms(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | None = None,
                   kernel: str = "conversion", min_s: float = 0.2) -> tuple[float, int]:
     """Build ``func`` (after ``steps``; default ``conversion_steps``) and time it on random data:
