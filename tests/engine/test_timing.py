@@ -55,3 +55,17 @@ def test_a_kernel_timing_reports_median_min_spread_and_repeats():
     assert row["repeats"] == 4 and 1 <= row["rounds"] <= MAX_ROUNDS
     assert 0 < row["min_ms"] <= row["latency_ms"] and row["spread_ms"] >= 0
     assert row["noisy"] == (row["spread_ms"] / row["latency_ms"] > NOISE)
+
+
+def test_kernels_are_timed_after_other_thread_pools_went_quiet(monkeypatch):
+    """A pool still spinning (NumPy's BLAS after a verification) would hold a core while each
+    parallel launch waits for its worker: ``Built.time`` waits for quiet before timing."""
+    from workbench.engine import program, zoo
+
+    log: list[str] = []
+    monkeypatch.setattr(program, "wait_for_quiet", lambda *a, **k: log.append("quiet") or 0.0)
+    timed = program.measure_until_quiet
+    monkeypatch.setattr(program, "measure_until_quiet", lambda sample: log.append("timed") or timed(sample))
+    built = program.make_program(zoo.load("gmm", m=16, n=16, k=16)).build()
+    timings = built.time(repeat=2, min_ms=0.1)
+    assert log[0] == "quiet" and log.count("timed") == len(timings) >= 1

@@ -17,6 +17,7 @@ import tvm
 
 from .errors import BuildError
 from .graph import Graph
+from .interleave import wait_for_quiet
 from .book import LayoutBook
 from .lower import lower, stored_constants
 from .propagate import Plan, plan_layouts
@@ -173,6 +174,10 @@ class Built:
         """Per-kernel latency statistics (after a warm-up) over ``repeat`` runs of about ``min_ms``
         each; a noisy kernel is measured again (``timing.measure_until_quiet``)."""
         bufs = self._buffers(dict(values or self.program.graph.random_inputs()))
+        # Other thread pools spin for a while after their last call (NumPy's BLAS after a
+        # verification, PyTorch's, TVM's own): a parallel kernel timed meanwhile waits a
+        # scheduler tick (4 ms) for its worker at every launch (a 20-us conversion took 4 ms).
+        wait_for_quiet()
         out = []
         for k in self.program.plan.kernels:
             if progress:
