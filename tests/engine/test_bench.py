@@ -207,3 +207,13 @@ def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic
     for name, func in want.items():
         assert tvm_ffi.structural_equal(built.program.funcs[name], func)
         assert "T.parallel" in func.script()  # scheduled: the unscheduled nest has no parallel loop
+
+
+def test_the_search_study_table_has_each_run_and_the_geometric_mean(tmp_path):
+    rows = [{"workload": "a", "seed": 0, "budget": 40, "model_ms": 1.0, "random_ms": 2.0, "model_vs_random": 2.0,
+             "model_layout": "alt_tiled(tiles=[4, 16])"},
+            {"workload": "b", "seed": 1, "budget": 40, "model_ms": 2.0, "random_ms": 1.0, "model_vs_random": 0.5,
+             "model_layout": "default"}]
+    text = bench.write_study(rows, tmp_path).read_text()
+    assert "| a | 0 | 40 | 1 | 2 | 2 | alt_tiled(tiles=[4, 16]) |" in text and "| b | 1 | 40 | 2 | 1 | 0.5 | default |" in text
+    assert "random / guided: 1x over 2 runs" in text
