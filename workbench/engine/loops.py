@@ -297,6 +297,10 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _all_ints(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(_is_int(x) for x in v)
+
+
 #: argument kind -> (test, what a value must be)
 _KINDS: dict[str, tuple[Any, str]] = {
     "block": (lambda v: isinstance(v, str), "a block name"),
@@ -307,10 +311,8 @@ _KINDS: dict[str, tuple[Any, str]] = {
              "a list of integers (or null)"),
     "str": (lambda v: isinstance(v, str), "a string"),
     "written": (_is_int, "an integer, the index of a buffer the block writes"),
-    "written_factors": (lambda v: isinstance(v, list) and v and all(_is_int(x) for x in v),
-                        "a list of integers, one per dim of the written buffer"),
-    "written_perm": (lambda v: isinstance(v, list) and v and all(_is_int(x) for x in v),
-                     "a list of integers, the written buffer's dims after the splits in their new order"),
+    "written_factors": (_all_ints, "a list of integers, one per dim of the written buffer"),
+    "written_perm": (_all_ints, "a list of integers, the written buffer's dims after the splits in their new order"),
 }
 
 
