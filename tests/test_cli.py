@@ -106,6 +106,12 @@ def test_the_network_benchmark_refuses_an_unknown_network_or_contender(tmp_path,
     assert not list(tmp_path.iterdir())  # refused before anything ran
 
 
+def test_the_conversion_benchmark_refuses_an_unknown_case(tmp_path, capsys):
+    assert cli.main(["bench", "--suite", "conversions", "--only", "nchw4c", "--out", str(tmp_path)]) == 2
+    assert "no case 'nchw4c'; the cases: nchw16c, nhwc" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_mismatch_exits_with_1(monkeypatch, tmp_path, capsys):
     from workbench.engine import replay
 

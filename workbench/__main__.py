@@ -252,6 +252,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
     if a.suite == "networks":
         return _bench_networks(a)
+    if a.suite == "conversions":
+        return _bench_conversions(a)
     suite = bench.load_suite(a.suite)
     if a.only:
         names = set(a.only.split(","))
@@ -283,6 +285,26 @@ def cmd_bench(a: argparse.Namespace) -> int:
             out / f"curves_{name}.html", include_plotlyjs="cdn")
     print((out / "results.md").read_text())
     return 0 if all(r.verified for r in rows) else 1
+
+
+def _bench_conversions(a: argparse.Namespace) -> int:
+    """``bench --suite conversions``: layout conversions beyond the LLC against a copy (``engine.convbench``)."""
+    from .engine import convbench
+
+    cases = convbench.CASES
+    if a.only:
+        names = a.only.split(",")
+        known = {c.name: c for c in cases}
+        if unknown := [n for n in names if n not in known]:
+            raise WorkbenchError(f"--only: no case {unknown[0]!r}; the cases: {', '.join(known)}")
+        cases = tuple(known[n] for n in names)
+    out = Path(a.out)
+    bar = tqdm(desc="bench conversions", file=sys.stderr)
+    rows = convbench.run_conversion_bench(cases, out, _target(a.target) or dict(DEFAULT_TARGET),
+                                          on_step=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
+    bar.close()
+    print((out / "conversions.md").read_text())
+    return 0 if all(r["verified"] for r in rows) else 1
 
 
 def _bench_networks(a: argparse.Namespace) -> int:
@@ -409,13 +431,14 @@ def parser() -> argparse.ArgumentParser:
     t.set_defaults(fn=cmd_tune)
     b = sub.add_parser("bench", help="joint tuner vs MetaSchedule vs PyTorch on single operators")
     b.add_argument("--suite", default="benchmarks/suite.json",
-                   help="a suite of single operators (JSON), or 'networks': ResNet-18, MobileNet-V2 and a BERT "
+                   help="a suite of single operators (JSON), 'conversions': layout conversions beyond the "
+                        "last-level cache against a copy, or 'networks': ResNet-18, MobileNet-V2 and a BERT "
                         "encoder layer end to end against PyTorch, TVM's Relax pipeline (untuned and MetaSchedule) "
                         "and ONNX Runtime")
     b.add_argument("--budget", type=int, default=64,
                    help="measurements per tuner per workload; 0: no tuning, the expert schedules alone against "
                         "PyTorch and NumPy")
-    b.add_argument("--only", help="comma-separated workload names")
+    b.add_argument("--only", help="comma-separated workload (or conversion case, or network) names")
     b.add_argument("--contenders", help="with --suite networks: comma-separated contenders to run (PyTorch always "
                                         "runs), e.g. ours,torch,tvm_untuned,onnxruntime")
     b.add_argument("--search", choices=["model", "random"], default="model")

@@ -13,6 +13,7 @@ from tvm.script import tirx as T
 
 from workbench.engine import ceilings as ceil_mod
 from workbench.engine.ceilings import Ceilings, format_ceilings, get_ceilings
+from workbench.engine.targets import resolve_target
 from workbench.engine.counters import kernel_counters, perf_counters, perf_unavailable
 from workbench.engine.footprint import profile_kernel
 from workbench.engine.graph import GraphBuilder
@@ -206,6 +207,7 @@ def test_ceilings_are_measured_once_then_read_from_the_cache(tmp_path, monkeypat
 
     monkeypatch.setattr(ceil_mod, "measure_ceilings", boom)
     assert get_ceilings(target) == c  # from the cache file
+    assert get_ceilings(resolve_target(target)) == c  # the target as built (mcpu: this CPU) shares it
     with pytest.raises(AssertionError, match="measured again"):
         get_ceilings(target, refresh=True)
 

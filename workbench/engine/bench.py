@@ -27,7 +27,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tvm
@@ -410,34 +410,39 @@ def _geomean(vals: list[float | None]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
 
 
-def write_results(rows: list[BenchRow], out_dir: Path) -> tuple[Path, Path]:
-    """``results.csv`` (one row per workload) and ``results.md`` (table with geometric means)."""
+def write_tables(out_dir: Path, stem: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]],
+                 heading: str, footer: str = "", shown: Sequence[str] | None = None,
+                 titles: Mapping[str, str] | None = None) -> tuple[Path, Path]:
+    """``STEM.csv`` (every column of ``columns``) and ``STEM.md`` (``heading``, a table of the
+    ``shown`` columns under their ``titles``, ``footer``) in ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out_dir / "results.csv", out_dir / "results.md"
+    csv_path, md_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
     with csv_path.open("w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=COLUMNS)
+        wr = csv.DictWriter(f, fieldnames=list(columns))
         wr.writeheader()
-        for r in rows:
-            wr.writerow({k: _fmt(v) for k, v in r.as_dict().items()})
-    shown = [k for k in COLUMNS if k not in ("date", "machine")]  # those two are in the heading
-    lines = [f"Machine: {rows[0].machine if rows else machine_name()}; date {rows[0].date if rows else ''}; "
-             f"budget {rows[0].budget if rows else ''} measurements per tuner per workload. Times are medians "
-             f"of {rows[0].rounds if rows else ROUNDS} interleaved rounds after tuning (spread: (max - min) / "
-             f"median; noisy: above {NOISE:.0%} even when measured again); the tuning columns are the tuners' own.",
-             "",
-             "| " + " | ".join(TITLES[k] for k in shown) + " |", "|" + "---|" * len(shown)]
-    for r in rows:
-        d = r.as_dict()
-        lines.append("| " + " | ".join(_fmt(d[k]) for k in shown) + " |")
+        wr.writerows({k: _fmt(r.get(k)) for k in columns} for r in rows)
+    shown, titles = list(shown or columns), titles or {}
+    lines = [heading, "", "| " + " | ".join(titles.get(k, k) for k in shown) + " |", "|" + "---|" * len(shown)]
+    lines += ["| " + " | ".join(_fmt(r.get(k)) for k in shown) + " |" for r in rows]
+    md_path.write_text("\n".join(lines + (["", footer] if footer else [])) + "\n")
+    return csv_path, md_path
+
+
+def write_results(rows: list[BenchRow], out_dir: Path) -> tuple[Path, Path]:
+    """``results.csv`` (one row per workload) and ``results.md`` (table with geometric means)."""
+    heading = (f"Machine: {rows[0].machine if rows else machine_name()}; date {rows[0].date if rows else ''}; "
+               f"budget {rows[0].budget if rows else ''} measurements per tuner per workload. Times are medians "
+               f"of {rows[0].rounds if rows else ROUNDS} interleaved rounds after tuning (spread: (max - min) / "
+               f"median; noisy: above {NOISE:.0%} even when measured again); the tuning columns are the tuners' own.")
     gm = {k: _fmt(_geomean([getattr(r, k) for r in rows])) for k in
           ("joint_vs_metaschedule", "joint_vs_torch", "expert_vs_torch", "joint_with_conversions_vs_metaschedule")}
-    lines += ["", f"Geometric mean, joint vs MetaSchedule: {gm['joint_vs_metaschedule']}x "
-                  f"({gm['joint_with_conversions_vs_metaschedule']}x with the joint layout's conversions); "
-                  f"joint vs PyTorch: {gm['joint_vs_torch']}x; expert schedule alone vs PyTorch: "
-                  f"{gm['expert_vs_torch']}x (above 1: ours is faster)."]
-    md_path.write_text("\n".join(lines) + "\n")
-    return csv_path, md_path
+    footer = (f"Geometric mean, joint vs MetaSchedule: {gm['joint_vs_metaschedule']}x "
+              f"({gm['joint_with_conversions_vs_metaschedule']}x with the joint layout's conversions); "
+              f"joint vs PyTorch: {gm['joint_vs_torch']}x; expert schedule alone vs PyTorch: "
+              f"{gm['expert_vs_torch']}x (above 1: ours is faster).")
+    shown = [k for k in COLUMNS if k not in ("date", "machine")]  # those two are in the heading
+    return write_tables(out_dir, "results", COLUMNS, [r.as_dict() for r in rows], heading, footer, shown, TITLES)
 
 
 def curves(out_dir: Path) -> dict[str, dict[str, list[dict]]]:

@@ -38,11 +38,11 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .asm import innermost_loops, stack_accesses  # noqa: F401 (re-exported: the peak kernel's checks)
-from .targets import cpu_name, target_from, vector_unit
+from .targets import cpu_name, resolve_target, target_from, vector_unit
 
 __all__ = ["Ceilings", "Yardstick", "PeakKernel", "FMA_PORTS", "FMA_LATENCY", "YARDSTICK_N", "get_ceilings",
            "measure_ceilings", "format_ceilings", "cache_info", "cpu_clock", "peak_kernel_shape", "peak_kernel",
-           "peak_kernel_asm", "innermost_loops", "stack_accesses", "library_gemm"]
+           "peak_kernel_asm", "innermost_loops", "stack_accesses", "library_gemm", "stream_copy"]
 
 _SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 #: used when the operating system does not tell (a typical x86 server core)
@@ -329,8 +329,8 @@ def library_gemm(cores: int, n: int = YARDSTICK_N, runs: int = 5) -> tuple[Yards
     return tuple(out)
 
 
-def _stream_gbs(target: Mapping, elems: int) -> tuple[float, float]:
-    import tvm
+def stream_copy(elems: int) -> Any:
+    """STREAM's copy ``b = a`` of ``elems`` float32 (a multiple of 16), parallel and vectorized."""
     from tvm.script import tirx as T
 
     lanes, rows = 16, elems // 16
@@ -341,6 +341,16 @@ def _stream_gbs(target: Mapping, elems: int) -> tuple[float, float]:
         for i in T.parallel(rows):
             for v in T.vectorized(lanes):
                 b[i, v] = a[i, v]
+
+    return copy
+
+
+def _stream_gbs(target: Mapping, elems: int) -> tuple[float, float]:
+    import tvm
+    from tvm.script import tirx as T
+
+    lanes, rows = 16, elems // 16
+    copy = stream_copy(elems)
 
     @T.prim_func
     def triad(b: T.Buffer((rows, lanes), "float32"), c: T.Buffer((rows, lanes), "float32"),
@@ -385,7 +395,9 @@ def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceiling
 
 def _cache_file(target: Mapping) -> Path:
     root = Path(os.environ.get("ALT_WORKBENCH_CACHE") or Path.home() / ".cache" / "alt-workbench")
-    key = hashlib.sha256(json.dumps([dict(target), cpu_name()], sort_keys=True).encode()).hexdigest()[:16]
+    # keyed by the target as built: {"kind": "llvm"} and {"kind": "llvm", "mcpu": <this CPU>}
+    # compile the same kernels, so they share one measurement
+    key = hashlib.sha256(json.dumps([resolve_target(target), cpu_name()], sort_keys=True).encode()).hexdigest()[:16]
     return root / "ceilings" / f"{key}.json"
 
 

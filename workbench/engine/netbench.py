@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import copy
 import csv
-import math
 import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .bench import Sidecar, call_timer, machine_name
+from .bench import Sidecar, _fmt, _geomean, call_timer, machine_name, write_tables
 from .interleave import ROUNDS, Timer, remeasure
 
 __all__ = ["CONTENDERS", "KERNEL_COLUMNS", "NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_kernel_times",
@@ -268,33 +267,16 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
     return row
 
 
-def _fmt(v: Any) -> str:
-    return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
 def write_network_results(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
     """``networks.csv`` (the issue's columns, then spreads and the other contenders' errors) and
     ``networks.md`` (the table and the geometric means)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     extra = sorted({k for r in rows for k in r} - set(NETWORK_COLUMNS))
-    columns = [*NETWORK_COLUMNS, *extra]
-    csv_path, md_path = out_dir / "networks.csv", out_dir / "networks.md"
-    with csv_path.open("w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=columns)
-        wr.writeheader()
-        for r in rows:
-            wr.writerow({k: _fmt(r.get(k)) for k in columns})
 
     def gm(key: str) -> str:
-        vals = [r[key] for r in rows if r.get(key)]
-        return _fmt(math.exp(sum(map(math.log, vals)) / len(vals))) if vals else ""
+        return _fmt(_geomean([r.get(key) for r in rows]))
 
-    lines = [f"Machine: {machine_name()}; batch 1; budget {rows[0]['budget'] if rows else ''} measurements per "
-             "network for each tuner. Times are medians of interleaved rounds after tuning.", "",
-             "| " + " | ".join(NETWORK_COLUMNS) + " |", "|" + "---|" * len(NETWORK_COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r.get(k)) for k in NETWORK_COLUMNS) + " |" for r in rows]
-    lines += ["", f"Geometric mean, ours vs PyTorch: {gm('ours_vs_torch')}x; ours vs TVM Relax + MetaSchedule: "
-                  f"{gm('ours_vs_tvm_metaschedule')}x (above 1: ours is faster)."]
-    md_path.write_text("\n".join(lines) + "\n")
-    return csv_path, md_path
+    heading = (f"Machine: {machine_name()}; batch 1; budget {rows[0]['budget'] if rows else ''} measurements per "
+               "network for each tuner. Times are medians of interleaved rounds after tuning.")
+    footer = (f"Geometric mean, ours vs PyTorch: {gm('ours_vs_torch')}x; ours vs TVM Relax + MetaSchedule: "
+              f"{gm('ours_vs_tvm_metaschedule')}x (above 1: ours is faster).")
+    return write_tables(out_dir, "networks", [*NETWORK_COLUMNS, *extra], rows, heading, footer, NETWORK_COLUMNS)

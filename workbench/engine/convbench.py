@@ -1,0 +1,132 @@
+"""The benchmark behind ``python -m workbench bench --suite conversions``: the layout conversions
+of the README's table (NCHW16c, NHWC, ALT's unfold with halos and its tiled output, the 7x7
+stem), each on buffers beyond the last-level cache, with its analytic schedule
+(``expert.convert.conversion_steps``).
+
+Each conversion is checked against its unscheduled kernel on random data, then timed in turn with
+a STREAM copy of the same bytes (``interleave.interleaved_samples``): on a shared machine the
+copy rate itself moves by a third from one second to the next (17-23 GB/s for 51 MB within a
+minute), so the rate that says how close a conversion comes to memory speed is the one against
+the copy timed beside it (``pct_adjacent_copy``, the median of the rounds' ratios).
+``pct_copy`` compares with the machine's cached ceiling (``ceilings.copy_gbs``), as the Profile
+page does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import tvm
+
+from .bench import call_timer, machine_name, write_tables
+from .book import LayoutBook
+from .ceilings import get_ceilings, stream_copy
+from .graph import GraphBuilder
+from .interleave import ROUNDS, interleaved_samples
+from .keys import apply_actions
+from .presets import preset_actions
+from .program import make_program
+from .targets import target_from
+
+__all__ = ["CASES", "COLUMNS", "ConversionCase", "case_conversions", "run_conversion_bench", "write_conversion_results"]
+
+
+@dataclass(frozen=True)
+class ConversionCase:
+    """A convolution whose layouts force conversions: ``preset`` with ``params`` on the conv op
+    (``alt_tiled``) or on its input view and output (a tensor preset: there and back)."""
+
+    name: str
+    shape: tuple[int, ...]  # the input, NCHW
+    out_channels: int
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+    preset: str = "alt_tiled"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+#: 51-411 MB per conversion (the AMD EPYC's last-level cache: 32 MB)
+CASES = (
+    ConversionCase("nchw16c", (16, 64, 112, 112), 64, 3, 1, 1, "blocked", {"factor": 16}),
+    ConversionCase("nhwc", (16, 64, 112, 112), 64, 3, 1, 1, "channels_last"),
+    ConversionCase("alt_3x3_4x16", (16, 64, 112, 112), 64, 3, 1, 1, "alt_tiled", {"tiles": [4, 16]}),
+    ConversionCase("alt_1x1s2_4x14", (16, 64, 112, 112), 128, 1, 2, 0, "alt_tiled", {"tiles": [4, 14]}),
+    ConversionCase("alt_stem_4x16", (64, 3, 224, 224), 64, 7, 2, 3, "alt_tiled", {"tiles": [4, 16]}),
+    ConversionCase("alt_stem_14x2_it1", (64, 3, 224, 224), 64, 7, 2, 3, "alt_tiled",
+                   {"tiles": [14, 2], "ot": 16, "it": 1}),
+)
+
+COLUMNS = ("case", "kernel", "mb", "ms", "gbs", "pct_copy", "copy_ms", "pct_adjacent_copy", "verified")
+
+
+def case_conversions(case: ConversionCase, target: dict) -> list[tuple[str, Any, Any]]:
+    """The case's conversion kernels: (name, unscheduled PrimFunc, PrimFunc with its analytic
+    schedule)."""
+    from .expert.convert import scheduled_conversions
+
+    b = GraphBuilder(case.name)
+    x = b.input("data", case.shape)
+    w = b.const("conv.weight", (case.out_channels, case.shape[1], *[case.kernel] * (len(case.shape) - 2)))
+    b.op("conv", f"conv{len(case.shape) - 2}d", x, w, stride=case.stride, padding=case.padding)
+    graph = b.build()
+    if case.preset == "alt_tiled":
+        acts = preset_actions(graph, case.preset, "conv", **case.params)
+    else:
+        acts = [s for key in ("data@conv", "conv") for s in preset_actions(graph, case.preset, key, **case.params)]
+    prog = make_program(graph, apply_actions(graph, LayoutBook(), acts))
+    scheduled = scheduled_conversions(prog, target)
+    return [(k.name, prog.funcs[k.name], scheduled[k.name]) for k in prog.plan.kernels if k.conversion is not None]
+
+
+def _compile(func: Any, target: dict) -> Callable[..., None]:
+    return tvm.compile(tvm.IRModule({"main": func}), target=target_from(target)).jit()["main"]
+
+
+def _random_args(func: Any, rng: np.random.Generator) -> list[Any]:
+    return [tvm.runtime.tensor(rng.random([int(n) for n in p.shape], dtype=np.float32)) for p in func.params]
+
+
+def _measure(name: str, kernel: str, raw: Any, scheduled: Any, target: dict, copy_gbs: float, rounds: int) -> dict:
+    rng = np.random.default_rng(0)
+    fn, args = _compile(scheduled, target), _random_args(scheduled, rng)
+    fn(*args)
+    want = _random_args(raw, rng)
+    want[0] = args[0]
+    _compile(raw, target)(*want)
+    verified = bool(np.array_equal(args[-1].numpy(), want[-1].numpy()))
+    nbytes = sum(a.numpy().nbytes for a in args)
+    elems = nbytes // 8 // 16 * 16  # copy: half the bytes read, half written
+    copy_fn, copy_args = _compile(stream_copy(elems), target), _random_args(stream_copy(elems), rng)
+    samples = interleaved_samples({"conversion": call_timer(lambda: fn(*args)),
+                                   "copy": call_timer(lambda: copy_fn(*copy_args))}, rounds)
+    ms, copy_ms = float(np.median(samples["conversion"])), float(np.median(samples["copy"]))
+    adjacent = float(np.median([c * nbytes / (elems * 8) / k for c, k in zip(samples["copy"], samples["conversion"])]))
+    gbs = nbytes / ms / 1e6
+    return dict(case=name, kernel=kernel, mb=nbytes / 1e6, ms=ms, gbs=gbs, pct_copy=100 * gbs / copy_gbs,
+                copy_ms=copy_ms, pct_adjacent_copy=100 * adjacent, verified=verified)
+
+
+def run_conversion_bench(cases: tuple[ConversionCase, ...], out_dir: Path, target: dict, *, rounds: int = ROUNDS,
+                         on_step: Callable[[str], None] | None = None) -> list[dict]:
+    """Check and time every conversion of ``cases``; write ``conversions.csv`` and
+    ``conversions.md`` to ``out_dir`` (after each conversion: a long run keeps what it measured)."""
+    copy_gbs = get_ceilings(target).copy_gbs
+    rows: list[dict] = []
+    for case in cases:
+        for kernel, raw, scheduled in case_conversions(case, target):
+            rows.append(_measure(case.name, kernel, raw, scheduled, target, copy_gbs, rounds))
+            write_conversion_results(rows, out_dir, copy_gbs)
+            if on_step:
+                on_step(f"{case.name} {kernel}")
+    return rows
+
+
+def write_conversion_results(rows: list[dict], out_dir: Path, copy_gbs: float) -> tuple[Path, Path]:
+    """``conversions.csv`` and ``conversions.md`` (the table, and the machine's copy ceiling)."""
+    return write_tables(out_dir, "conversions", COLUMNS, rows,
+                        f"Machine: {machine_name()}; STREAM copy ceiling {copy_gbs:.1f} GB/s. Each conversion timed "
+                        "in turn with a copy of the same bytes; medians of the rounds.")
