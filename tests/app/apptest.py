@@ -31,5 +31,11 @@ def home(app: AppTest) -> AppTest:
     return app.switch_page("pages/graph.py").run().switch_page("app.py").run()
 
 
+def preset_form(app: AppTest) -> AppTest:
+    """The Layouts page with its Preset tab open (the page draws the open tab alone)."""
+    app.session_state["layout_tab"] = "Preset"
+    return app.switch_page("pages/layouts.py").run()
+
+
 def session(app: AppTest):
     return app.session_state["state"].session

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import graph_labels, home, session, start
+from tests.app.apptest import graph_labels, home, preset_form, session, start
 
 PAGES = ["pages/graph.py", "pages/layouts.py", "pages/loops.py", "pages/tuning.py", "pages/profile.py",
          "pages/sessions.py"]
@@ -45,7 +45,7 @@ def test_the_first_graph_run_sends_a_static_drawing_and_later_runs_do_not(at):
 
 def test_a_preset_through_the_form_changes_the_graph_layout_labels(at):
     before = graph_labels(at)
-    at.switch_page("pages/layouts.py").run()
+    preset_form(at)
     at.selectbox(key="preset_name").set_value("blocked").run()
     at.selectbox(key="layout_key").set_value("conv").run()
     at.button(key="apply_preset").click().run()
@@ -58,8 +58,22 @@ def test_a_preset_through_the_form_changes_the_graph_layout_labels(at):
     assert at.session_state["changed"] >= {"conv", "bias", "relu"}
 
 
-def test_a_preset_on_a_tensor_that_has_a_layout_says_why_in_the_users_terms(at):
+def test_the_layouts_page_draws_its_open_tab_alone_and_keeps_the_others_choice(at):
     at.switch_page("pages/layouts.py").run()
+    assert {w.key for w in at.selectbox} >= {"layout_prim"} and "preset_name" not in {w.key for w in at.selectbox}
+    at.selectbox(key="layout_prim").set_value("reorder").run()
+    preset_form(at)
+    assert "preset_name" in {w.key for w in at.selectbox} and "layout_prim" not in {w.key for w in at.selectbox}
+    at.selectbox(key="preset_name").set_value("alt_tiled").run()
+    at.session_state["layout_tab"] = "Primitive"
+    at.switch_page("app.py").run()  # the entry script, as a browser runs it before every page
+    assert at.switch_page("pages/layouts.py").run().selectbox(key="layout_prim").value == "reorder"
+    at.switch_page("app.py").run()
+    assert preset_form(at).selectbox(key="preset_name").value == "alt_tiled"
+
+
+def test_a_preset_on_a_tensor_that_has_a_layout_says_why_in_the_users_terms(at):
+    preset_form(at)
     at.selectbox(key="preset_name").set_value("alt_tiled").run()
     at.selectbox(key="layout_key").set_value("conv").run()
     at.button(key="apply_preset").click().run()
@@ -76,7 +90,7 @@ def test_a_hand_action_applies_one_step_and_replays_nothing(at, monkeypatch):
     real_apply, real_replay = S.State._apply, S.replay
     monkeypatch.setattr(S.State, "_apply", lambda self, step: applied.append(step) or real_apply(self, step))
     monkeypatch.setattr(S, "replay", lambda s: replays.append(s) or real_replay(s))
-    at.switch_page("pages/layouts.py").run()
+    preset_form(at)
     at.selectbox(key="preset_name").set_value("channels_last").run()
     applied.clear()
     at.button(key="apply_preset").click().run()
@@ -233,7 +247,7 @@ def test_the_loops_page_previews_a_primitive_and_shows_the_kernels_assembly(at):
 
 
 def test_save_then_open_gives_the_same_session(at):
-    at.switch_page("pages/layouts.py").run()
+    preset_form(at)
     at.selectbox(key="preset_name").set_value("channels_last").run()
     at.selectbox(key="layout_key").set_value("conv").run()
     at.button(key="apply_preset").click().run()
@@ -258,7 +272,7 @@ def test_a_bad_session_name_is_refused(at):
 
 
 def test_undo_and_redo_from_the_sidebar(at):
-    at.switch_page("pages/layouts.py").run()
+    preset_form(at)
     at.selectbox(key="preset_name").set_value("channels_last").run()
     at.button(key="apply_preset").click().run()
     assert len(session(at).steps) == 1
@@ -362,7 +376,7 @@ def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp
     from workbench.pages import _state
 
     save(new_session("r18_stem", name="plain"), _state.SESSIONS_DIR / "plain.json")
-    at.switch_page("pages/layouts.py").run()
+    preset_form(at)
     at.selectbox(key="preset_name").set_value("alt_tiled").run()
     at.text_input(key="pp_tiles").input("4, 16").run()
     at.button(key="apply_preset").click().run()
@@ -611,7 +625,7 @@ def test_resnet18_opens_with_its_repeated_blocks_collapsed_and_they_expand(at):
 
 
 def test_a_measured_variant_is_named_after_its_whole_action_chain(at):
-    at.switch_page("pages/layouts.py").run()
+    preset_form(at)
     at.selectbox(key="preset_name").set_value("alt_tiled").run()
     at.button(key="apply_preset").click().run()
     at.switch_page("pages/loops.py").run()

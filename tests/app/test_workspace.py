@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import home, session, start
+from tests.app.apptest import home, preset_form, session, start
 
 
 def apply_preset(app: AppTest, name: str = "channels_last") -> AppTest:
-    app.switch_page("pages/layouts.py").run()
+    preset_form(app)
     app.selectbox(key="preset_name").set_value(name).run()
     return app.button(key="apply_preset").click().run()
 

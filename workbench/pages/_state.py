@@ -26,6 +26,8 @@ import streamlit as st
 
 from workbench.engine import zoo
 from workbench.engine.errors import WorkbenchError
+from workbench.engine.layout import PRIMITIVES as LAYOUT_PRIMITIVES
+from workbench.engine.presets import PRESETS
 from workbench.engine.program import measure
 from workbench.engine.roofline import RooflinePoint, program_points
 from workbench.engine.session import Session, State, new_session, replay
@@ -73,7 +75,9 @@ def init() -> None:
 
 #: widgets whose values outlive a page switch (Streamlit drops the value of a widget its page
 #: does not draw), with their first values; their pages create them with no value of their own
-KEPT_WIDGETS: dict[str, Any] = {"tune_stage": "joint", "tune_budget": 32, "tune_fraction": 0.3, "tune_rpc": ""}
+KEPT_WIDGETS: dict[str, Any] = {"tune_stage": "joint", "tune_budget": 32, "tune_fraction": 0.3, "tune_rpc": "",
+                                 # the Layouts page draws its open tab alone: the other's choice waits
+                                 "layout_prim": next(iter(LAYOUT_PRIMITIVES)), "preset_name": next(iter(PRESETS))}
 
 
 def keep_widgets() -> None:

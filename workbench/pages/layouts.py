@@ -49,69 +49,73 @@ lay = current(graph, book, key)
 st.markdown(f"Current layout of **{key}**: `{lay.label}`, stored shape `{list(lay.shape)}` "
             f"(logical `{list(lay.logical)}`)")
 
-# keyed, so the tab in use stays open when an Apply reruns the page
+# keyed, so the tab in use stays open when an Apply reruns the page; the tab in view alone is
+# drawn (an Apply redraws half the widgets: the page showed its result ~100 ms sooner)
 prim_tab, preset_tab = st.tabs(["Primitive", "Preset"], key="layout_tab", on_change="rerun")
+_state.keep_widgets()  # the choice in the tab not drawn survives this run (kept widgets: layout_prim, preset_name)
 
-with prim_tab:
-    prim = st.selectbox("Primitive", list(PRIMITIVES), key="layout_prim",
-                        format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
-    ctx = FormContext(dims=[d.name for d in lay.dims], extents=lay.shape, tensors=graph.constants)
-    try:
-        args = primitive_form(prim, PRIMITIVES[prim], ctx, "lp")
-        new = current(graph, apply_layout(graph, book, key, prim, args), key)
-        ok = True
-    except WorkbenchError as e:
-        st.warning(f"Not applicable: {e}", icon=":material/warning:")
-        ok = False
-    if ok:
-        st.markdown("**Preview**")
-        st.dataframe(pd.DataFrame([_describe("before", lay), _describe("after", new)]), hide_index=True,
-                     width="stretch", key="lp_preview")
-        if prim == "split" and (covered := math.prod(new.shape[args["dim"]:args["dim"] + len(args["factors"])])) \
-                > (extent := lay.shape[args["dim"]]):
-            st.info(f"pads {lay.dims[args['dim']].name} {extent} -> {covered}: the factors cover more than the "
-                    "dim; the padding holds zeros", icon=":material/info:")
-    st.button(f"Apply {prim}", key="apply_prim", type="primary", disabled=not ok, on_click=_state.act,
-              args=(lambda s: s.push(Step.make("layout", key, prim, **args)),
-                    f"{prim} applied to {key}"))
+if prim_tab.open:
+    with prim_tab:
+        prim = st.selectbox("Primitive", list(PRIMITIVES), key="layout_prim",
+                            format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
+        ctx = FormContext(dims=[d.name for d in lay.dims], extents=lay.shape, tensors=graph.constants)
+        try:
+            args = primitive_form(prim, PRIMITIVES[prim], ctx, "lp")
+            new = current(graph, apply_layout(graph, book, key, prim, args), key)
+            ok = True
+        except WorkbenchError as e:
+            st.warning(f"Not applicable: {e}", icon=":material/warning:")
+            ok = False
+        if ok:
+            st.markdown("**Preview**")
+            st.dataframe(pd.DataFrame([_describe("before", lay), _describe("after", new)]), hide_index=True,
+                         width="stretch", key="lp_preview")
+            if prim == "split" and (covered := math.prod(new.shape[args["dim"]:args["dim"] + len(args["factors"])])) \
+                    > (extent := lay.shape[args["dim"]]):
+                st.info(f"pads {lay.dims[args['dim']].name} {extent} -> {covered}: the factors cover more than the "
+                        "dim; the padding holds zeros", icon=":material/info:")
+        st.button(f"Apply {prim}", key="apply_prim", type="primary", disabled=not ok, on_click=_state.act,
+                  args=(lambda s: s.push(Step.make("layout", key, prim, **args)),
+                        f"{prim} applied to {key}"))
 
-with preset_tab:
-    name = st.selectbox("Preset", list(PRESETS), key="preset_name", format_func=lambda p: PRESETS[p].label)
-    preset = PRESETS[name]
-    targets = preset.targets(graph)
-    if not targets:
-        st.info(f"{graph.name} has nothing {preset.label.split('(', 1)[1][:-1]} for this preset.")
-        st.stop()
-    pick = key if key in targets else sel
-    target = st.selectbox("Applied to", targets, index=targets.index(pick) if pick in targets else 0,
-                          key="preset_target")
-    params: dict = {}
-    pcols = st.columns(max(1, len(preset.defaults)))
-    acts = []
-    try:
-        for col, (p, d) in zip(pcols, preset.defaults.items()):
-            with col:
-                if p == "tiles":
-                    params[p] = parse_ints(st.text_input("tiles (one per spatial dim, e.g. ht, wt)", "4, 16",
-                                                         key="pp_tiles"), "tiles")
-                else:
-                    params[p] = int(st.number_input(p, 1, 4096, int(d), key=f"pp_{p}"))
-        acts = preset_actions(graph, name, target, **params)
-        preview = apply_actions(graph, book, acts)
-        touched = list(dict.fromkeys(a.target for a in acts))
-        st.markdown(f"**Preview**: {len(acts)} primitives on {', '.join(touched)}")
-        st.dataframe(pd.DataFrame([_describe(k, current(graph, preview, k)) for k in touched]), hide_index=True,
-                     width="stretch", key="pp_preview")
-        plan = plan_layouts(graph, preview)
-        st.caption(f"after propagation: {plural(len(plan.conversions), 'conversion op')}, "
-                   f"{plural(len(plan.kernels), 'kernel')}")
-        ok = True
-    except WorkbenchError as e:
-        st.warning(f"Not applicable: {_preset_refusal(acts, target, e)}", icon=":material/warning:")
-        ok = False
-    st.button(f"Apply preset {name}", key="apply_preset", type="primary", disabled=not ok, on_click=_state.act,
-              args=(lambda s: s.push(Step.make("preset", target, name, **params)),
-                    f"{name} applied to {target}"))
+if preset_tab.open:
+    with preset_tab:
+        name = st.selectbox("Preset", list(PRESETS), key="preset_name", format_func=lambda p: PRESETS[p].label)
+        preset = PRESETS[name]
+        targets = preset.targets(graph)
+        if not targets:
+            st.info(f"{graph.name} has nothing {preset.label.split('(', 1)[1][:-1]} for this preset.")
+            st.stop()
+        pick = key if key in targets else sel
+        target = st.selectbox("Applied to", targets, index=targets.index(pick) if pick in targets else 0,
+                              key="preset_target")
+        params: dict = {}
+        pcols = st.columns(max(1, len(preset.defaults)))
+        acts = []
+        try:
+            for col, (p, d) in zip(pcols, preset.defaults.items()):
+                with col:
+                    if p == "tiles":
+                        params[p] = parse_ints(st.text_input("tiles (one per spatial dim, e.g. ht, wt)", "4, 16",
+                                                             key="pp_tiles"), "tiles")
+                    else:
+                        params[p] = int(st.number_input(p, 1, 4096, int(d), key=f"pp_{p}"))
+            acts = preset_actions(graph, name, target, **params)
+            preview = apply_actions(graph, book, acts)
+            touched = list(dict.fromkeys(a.target for a in acts))
+            st.markdown(f"**Preview**: {len(acts)} primitives on {', '.join(touched)}")
+            st.dataframe(pd.DataFrame([_describe(k, current(graph, preview, k)) for k in touched]), hide_index=True,
+                         width="stretch", key="pp_preview")
+            plan = plan_layouts(graph, preview)
+            st.caption(f"after propagation: {plural(len(plan.conversions), 'conversion op')}, "
+                       f"{plural(len(plan.kernels), 'kernel')}")
+            ok = True
+        except WorkbenchError as e:
+            st.warning(f"Not applicable: {_preset_refusal(acts, target, e)}", icon=":material/warning:")
+            ok = False
+        st.button(f"Apply preset {name}", key="apply_preset", type="primary", disabled=not ok, on_click=_state.act,
+                  args=(lambda s: s.push(Step.make("preset", target, name, **params)),
+                        f"{name} applied to {target}"))
 
 st.subheader("Layouts in this session")
 rows = [_describe(k, current(graph, book, k)) for k in keys if book.get(k) is not None]
