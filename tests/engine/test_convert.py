@@ -354,3 +354,32 @@ def test_a_unit_innermost_dim_does_not_take_the_vector():
     assert convert._vector_run([5, 9, 1], 8) == (2, 9) and convert._vector_run([9, 1, 1], 16) == (3, 9)
     _scheduled_matches(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 2], ot=16,
                                                                         it=1)), TARGET)
+
+
+def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whole():
+    """ALT's tiled output -> NCHW (rows of 64 W from 16-wide tiles, larger than half the L2):
+    the conversion writes a buffer, copied to the destination row by row after its tile, and
+    matches the reference; NCHW16c -> NCHW (each row from one tile) and a small output do not."""
+    def conv(shape, *acts):
+        b = GraphBuilder("tiles")
+        b.op("conv", "conv2d", b.input("data", shape), b.const("conv.weight", (32, shape[1], 3, 3)), padding=1)
+        g = b.build()
+        return g, apply_actions(g, LayoutBook(), [s for name, on, params in acts
+                                                  for s in preset_actions(g, name, on, **params)])
+
+    def steps_of(g, book, kernel="convert_conv_out"):
+        prog = make_program(g, book)
+        return conversion_steps(prog.funcs[kernel], kernel, TARGET)
+
+    cap = convert._Cache.of(4).cap
+    big = (max(1, 4 * cap // (32 * 64 * 64)), 8, 64, 64)  # the output: 4x half the L2
+    g, book = conv(big, ("alt_tiled", "conv", {"tiles": [4, 16], "ot": 16, "it": 8}))
+    steps = steps_of(g, book)
+    assert [s.primitive for s in steps][-4:] == ["cache_write", "reverse_compute_at", "split", "vectorize"]
+    back = dict(steps[-1].args)["block"]
+    assert back == "convert_conv_out_global" and dict(steps[-2].args)["factors"][-1] == vector_unit(TARGET).lanes
+    _scheduled_matches(g, book)
+    g, book = conv(big, ("blocked", "data@conv", {"factor": 16}), ("blocked", "conv", {"factor": 16}))
+    assert "cache_write" not in [s.primitive for s in steps_of(g, book)]
+    g, book = conv((1, 8, 16, 16), ("alt_tiled", "conv", {"tiles": [4, 16], "ot": 16, "it": 8}))
+    assert "cache_write" not in [s.primitive for s in steps_of(g, book)]
