@@ -35,7 +35,7 @@ from .keys import apply_layout, key_base
 from .presets import preset_actions
 from .program import Program, make_program
 from .targets import DEFAULT_TARGET
-from .expert.convert import conversion_steps
+from .expert.convert import default_steps
 from .step import Step
 
 __all__ = ["FORMAT", "VERSION", "Session", "State", "KernelSchedule", "replay", "load", "load_state", "save", "loads",
@@ -243,9 +243,8 @@ class State:
         if kernel in self.schedules:
             return self.schedules[kernel]
         if kernel not in self._conversions:
-            k = next((k for k in self.program.plan.kernels if k.name == kernel), None)
-            self._conversions[kernel] = _DEFAULT if k is None or k.conversion is None else KernelSchedule(
-                "conversion", tuple(conversion_steps(self.program.funcs[kernel], kernel, self.session.target)))
+            steps = default_steps(self.program, kernel, self.session.target)
+            self._conversions[kernel] = _DEFAULT if steps is None else KernelSchedule("conversion", tuple(steps))
         return self._conversions[kernel]
 
     def scheduled_schedule(self, kernel: str):

@@ -54,7 +54,8 @@ from ..loops import LoopInfo, apply_step, apply_steps, list_blocks, list_loops, 
 from ..step import Step
 from ..targets import target_from, vector_unit
 
-__all__ = ["conversion_steps", "Bandwidth", "conversion_bandwidth", "conversion_ms"]
+__all__ = ["conversion_steps", "default_steps", "scheduled_conversions", "Bandwidth", "conversion_bandwidth",
+           "conversion_ms"]
 
 #: parallel chunks wanted per core (load balance across cores of unequal speed or load)
 _CHUNKS_PER_CORE = 8
@@ -621,10 +622,17 @@ class Bandwidth:
         return self.gbs / self.copy_gbs if self.copy_gbs > 0 else 0.0
 
 
+def default_steps(prog: Any, kernel: str, target: Mapping) -> list[Step] | None:
+    """The schedule kernel ``kernel`` of ``prog`` (a ``program.Program``) gets when nothing else
+    schedules it: ``conversion_steps`` for a stand-alone conversion, None for any other kernel."""
+    k = next((k for k in prog.plan.kernels if k.name == kernel), None)
+    return None if k is None or k.conversion is None else conversion_steps(prog.funcs[kernel], kernel, target)
+
+
 def scheduled_conversions(prog: Any, target: Mapping) -> dict[str, tirx.PrimFunc]:
-    """Every stand-alone conversion kernel of ``prog`` (a ``program.Program``) after its
-    ``conversion_steps``: what a session builds when it has no schedule of its own for them."""
-    return {k.name: apply_steps(prog.funcs[k.name], conversion_steps(prog.funcs[k.name], k.name, target)).mod["main"]
+    """Every stand-alone conversion kernel of ``prog`` after its ``default_steps``: what a
+    session builds when it has no schedule of its own for them."""
+    return {k.name: apply_steps(prog.funcs[k.name], default_steps(prog, k.name, target)).mod["main"]
             for k in prog.plan.kernels if k.conversion is not None}
 
 
