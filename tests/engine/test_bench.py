@@ -8,7 +8,7 @@ import csv
 import pytest
 
 from workbench.engine import bench
-from workbench.engine.interleave import interleaved_samples, remeasure
+from workbench.engine.interleave import interleaved_samples, remeasure, steal_pct
 from workbench.engine.targets import DEFAULT_TARGET
 
 
@@ -153,6 +153,17 @@ def test_budget_zero_measures_the_expert_schedules_alone(tmp_path):
     assert not (tmp_path / "progress" / "gmm_tiny_joint.jsonl").exists()
     assert row.expert_vs_torch == pytest.approx(row.torch_ms / row.expert_ms)
     assert "expert schedule alone vs PyTorch: " in (tmp_path / "results.md").read_text()
+    assert row.steal_pct is None or 0 <= row.steal_pct <= 100  # None: an OS that does not count it
+    assert "steal %" in (tmp_path / "results.md").read_text()
+
+
+def test_steal_is_the_hypervisors_share_of_the_cpu_time_between_two_readings():
+    from collections import namedtuple
+
+    Times = namedtuple("Times", "user system idle steal")
+    assert steal_pct(Times(10, 5, 80, 5), Times(40, 10, 130, 20)) == pytest.approx(100 * 15 / 100)
+    assert steal_pct(Times(1, 1, 1, 1), Times(1, 1, 1, 1)) is None  # no time passed
+    assert steal_pct(Times(1, 1, 1, 1), namedtuple("T", "user system idle")(2, 2, 2)) is None  # not counted
 
 
 def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pytorch(tmp_path):

@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import psutil
 import tvm
 
 from .graph import Graph, GraphBuilder
-from .interleave import ROUNDS, Remeasured, Timer, interleaved_samples, remeasure
+from .interleave import ROUNDS, Remeasured, Timer, interleaved_samples, remeasure, steal_pct
 from .book import LayoutBook
 from .keys import apply_actions
 from .program import Built, make_program
@@ -67,7 +68,8 @@ TITLES = {"workload": "workload", "op": "op", "budget": "budget", "metaschedule_
           "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule spread",
           "joint_spread": "joint spread", "expert_spread": "expert spread", "torch_spread": "PyTorch spread",
           "numpy_spread": "NumPy spread",
-          "rounds": "rounds", "noisy": "noisy", "verified": "verified", "date": "date", "machine": "machine"}
+          "rounds": "rounds", "noisy": "noisy", "steal_pct": "steal %", "verified": "verified", "date": "date",
+          "machine": "machine"}
 COLUMNS = list(TITLES)
 
 
@@ -110,6 +112,7 @@ class BenchRow:
     joint_s_per_measurement: float | None = None  # the joint tuner's wall time / its measurements
     joint_conversions_gbs: float | None = None  # their bytes / their time (None: no conversion)
     joint_conversions_pct_copy: float | None = None  # that rate against the machine's STREAM copy
+    steal_pct: float | None = None  # the CPU time the hypervisor took during the re-measurement, percent
 
     @property
     def pct_peak(self) -> float | None:
@@ -360,11 +363,13 @@ def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, 
         if (np_timer := sidecar.timer(numpy_timer, w)) is not None:
             timers["numpy"] = np_timer
         say(f"{w.name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
+        before = psutil.cpu_times()
         got = remeasure(timers, rounds)
+        steal = steal_pct(before, psutil.cpu_times())
         rows.append(BenchRow(w.name, w.op, budget, **{"joint_layout": "", "joint_conversions_ms": None, **tuned,
                                                        "verified": bool(tuned["verified"] and ok_e)},
                              date=date, machine=machine, flops=int(graph.flops(op)), peak_gflops=ceilings.peak_gflops,
-                             **_remeasured_fields(got, rounds)))
+                             steal_pct=steal, **_remeasured_fields(got, rounds)))
         write_results(rows, out_dir)  # after each workload: a stopped run keeps what it measured
     return rows
 

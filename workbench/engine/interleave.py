@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import psutil
 
 from .timing import NOISE, Stats
 
-__all__ = ["Timer", "Remeasured", "ROUNDS", "interleaved_samples", "remeasure", "wait_for_quiet"]
+__all__ = ["Timer", "Remeasured", "ROUNDS", "interleaved_samples", "remeasure", "steal_pct", "wait_for_quiet"]
 
 #: one sample of a contender, in ms
 Timer = Callable[[], float]
@@ -58,6 +58,16 @@ def wait_for_quiet(max_s: float = SETTLE_S) -> float:
             break
         before = now
     return time.perf_counter() - start
+
+
+def steal_pct(before: Any, after: Any) -> float | None:
+    """The share of the CPU time between two ``psutil.cpu_times()`` that the hypervisor gave to
+    other guests, in percent (None where the OS does not count it): a virtual machine's cores
+    stolen mid-sample make a contender's samples spread, whatever it is."""
+    if not hasattr(after, "steal"):
+        return None
+    total = sum(after) - sum(before)
+    return 100.0 * (after.steal - before.steal) / total if total > 0 else None
 
 
 @dataclass(frozen=True)
