@@ -28,6 +28,10 @@ steps, from the kernel's single block (its loops run over the destination's stor
   outside half the L2 keep the destination's order.
 - **parallel**: the outer loops are fused until they give every core several chunks, then run
   in parallel.
+- **buffer** (``_through_buffer``): where the destination's rows are whole lines gathered lane by
+  lane across several of the source's tiles (ALT's tiled output -> NCHW), the block writes a
+  buffer holding the largest tile of its inner loops within half the L2 (``cache_write`` +
+  ``reverse_compute_at``), copied to the destination row by row, vectorized.
 
 ``conversion_ms`` times a conversion kernel; ``conversion_bandwidth`` gives its rate (bytes read +
 written per second) against the machine's copy bandwidth.
