@@ -287,17 +287,21 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return 0 if all(r.verified for r in rows) else 1
 
 
+def _chosen(text: str | None, known: tuple[str, ...], flag: str, what: str) -> tuple[str, ...]:
+    """The comma-separated names of ``text`` (all of ``known`` when not given); an unknown one is
+    refused with the known ones."""
+    names = tuple(text.split(",")) if text else known
+    if unknown := [n for n in names if n not in known]:
+        raise WorkbenchError(f"{flag}: no {what} {unknown[0]!r}; the {what}s: {', '.join(known)}")
+    return names
+
+
 def _bench_conversions(a: argparse.Namespace) -> int:
     """``bench --suite conversions``: layout conversions beyond the LLC against a copy (``engine.convbench``)."""
     from .engine import convbench
 
-    cases = convbench.CASES
-    if a.only:
-        names = a.only.split(",")
-        known = {c.name: c for c in cases}
-        if unknown := [n for n in names if n not in known]:
-            raise WorkbenchError(f"--only: no case {unknown[0]!r}; the cases: {', '.join(known)}")
-        cases = tuple(known[n] for n in names)
+    known = {c.name: c for c in convbench.CASES}
+    cases = tuple(known[n] for n in _chosen(a.only, tuple(known), "--only", "case"))
     out = Path(a.out)
     bar = tqdm(desc="bench conversions", file=sys.stderr)
     rows = convbench.run_conversion_bench(cases, out, _target(a.target) or dict(DEFAULT_TARGET),
@@ -311,9 +315,7 @@ def _bench_networks(a: argparse.Namespace) -> int:
     """``bench --suite networks``: the built-in networks end to end (``engine.netbench``)."""
     from .engine import netbench
 
-    names = tuple(a.only.split(",")) if a.only else netbench.NETWORK_NAMES
-    if unknown := [n for n in names if n not in netbench.NETWORK_NAMES]:
-        raise WorkbenchError(f"--only: no network {unknown[0]!r}; the networks: {', '.join(netbench.NETWORK_NAMES)}")
+    names = _chosen(a.only, netbench.NETWORK_NAMES, "--only", "network")
     out = Path(a.out)
     bar = tqdm(total=len(names) * 7, desc="bench networks", file=sys.stderr)
 
@@ -321,9 +323,7 @@ def _bench_networks(a: argparse.Namespace) -> int:
         bar.set_postfix_str(msg)
         bar.update(1)
 
-    contenders = tuple(a.contenders.split(",")) if a.contenders else netbench.CONTENDERS
-    if unknown := [c for c in contenders if c not in netbench.CONTENDERS]:
-        raise WorkbenchError(f"--contenders: no contender {unknown[0]!r}; the contenders: {', '.join(netbench.CONTENDERS)}")
+    contenders = _chosen(a.contenders, netbench.CONTENDERS, "--contenders", "contender")
     rows = netbench.run_network_bench(names, a.budget, out, _target(a.target) or dict(DEFAULT_TARGET), on_step=step,
                                       contenders=contenders)
     bar.close()

@@ -14,6 +14,7 @@ page does.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -98,9 +99,10 @@ def _measure(name: str, kernel: str, raw: Any, scheduled: Any, target: dict, cop
     want[0] = args[0]
     _compile(raw, target)(*want)
     verified = bool(np.array_equal(args[-1].numpy(), want[-1].numpy()))
-    nbytes = sum(a.numpy().nbytes for a in args)
+    nbytes = sum(4 * math.prod(int(n) for n in p.shape) for p in scheduled.params)  # float32 buffers
     elems = nbytes // 8 // 16 * 16  # copy: half the bytes read, half written
-    copy_fn, copy_args = _compile(stream_copy(elems), target), _random_args(stream_copy(elems), rng)
+    copy = stream_copy(elems)
+    copy_fn, copy_args = _compile(copy, target), _random_args(copy, rng)
     samples = interleaved_samples({"conversion": call_timer(lambda: fn(*args)),
                                    "copy": call_timer(lambda: copy_fn(*copy_args))}, rounds)
     ms, copy_ms = float(np.median(samples["conversion"])), float(np.median(samples["copy"]))
