@@ -29,12 +29,12 @@ AVX2 = {"kind": "llvm", "mcpu": "haswell", "num-cores": 4}
 AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}
 
 
-def _graph(shape):
+def _graph(shape, out_channels=5):
     """data -> relu -> conv -> relu2: the input, the relu (its wish) and the output convert."""
     b = GraphBuilder("cv")
     x = b.input("data", shape)
     r = b.op("relu", "relu", x)
-    y = b.op("conv", "conv2d", r, b.const("conv.weight", (5, shape[1], 3, 3)), padding=1)
+    y = b.op("conv", "conv2d", r, b.const("conv.weight", (out_channels, shape[1], 3, 3)), padding=1)
     b.op("relu2", "relu", y)
     return b.build()
 
@@ -102,9 +102,11 @@ def test_scheduled_conversions_and_their_inverses_match_the_reference(name, key)
 
 
 @pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
-def test_the_vector_loop_takes_the_targets_lanes(target):
-    """NCHW -> NCHW16c: the destination's innermost 16 channels, split by the lanes; the source
-    is contiguous along W: W is tiled right above the vector loop (a cache-tiled transpose)."""
+def test_the_vector_loop_takes_the_targets_lanes(target, monkeypatch):
+    """NCHW -> NCHW16c by the order model (the register tile off): the destination's innermost
+    16 channels, split by the lanes; the source is contiguous along W: W is tiled right above
+    the vector loop (a cache-tiled transpose)."""
+    monkeypatch.setattr(convert, "_TRANSPOSE_BYTES", 0)
     g = _graph((2, 32, 8, 48))
     book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "data", factor=16))
     prog = make_program(g, book)
@@ -260,10 +262,12 @@ def test_an_unfold_with_rows_shorter_than_a_line_writes_in_the_destinations_orde
     assert any(s.primitive == "reorder" for s in steps)
 
 
-def test_a_transpose_gathers_no_more_channels_than_an_l1_set_holds(caches):
-    """NCHW -> NCHW16c with channel planes a multiple of the page apart: the 16 channels' lines
-    at one W share an L1 set (8 ways), so the tile gathers 8 channels along 16 W (the source's
-    line) before the other 8, instead of all 16 channels at each W."""
+def test_a_transpose_gathers_no_more_channels_than_an_l1_set_holds(caches, monkeypatch):
+    """NCHW -> NCHW16c by the order model (the register tile off) with channel planes a
+    multiple of the page apart: the 16 channels' lines at one W share an L1 set (8 ways), so
+    the tile gathers 8 channels along 16 W (the source's line) before the other 8, instead of
+    all 16 channels at each W."""
+    monkeypatch.setattr(convert, "_TRANSPOSE_BYTES", 0)
     g = _graph((1, 32, 32, 128))  # a plane: 4096 elements (16 KiB)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "data", factor=16))
     prog = make_program(g, book)
@@ -383,3 +387,52 @@ def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whol
     assert "cache_write" not in [s.primitive for s in steps_of(g, book)]
     g, book = conv((1, 8, 16, 16), ("alt_tiled", "conv", {"tiles": [4, 16], "ot": 16, "it": 8}))
     assert "cache_write" not in [s.primitive for s in steps_of(g, book)]
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("preset, key, factor", [("channels_last", "data", None), ("channels_last", "relu2", None),
+                                                 ("blocked", "data", 16)])
+def test_a_plain_transpose_moves_four_by_four_tiles_through_registers(target, preset, key, factor):
+    """NCHW -> NHWC, NHWC -> NCHW (the output converted back) and NCHW -> NCHW16c: the source's
+    rows (W, or C) and the destination's (C, or W) are split by 4 floats (16 bytes); each 4x4
+    tile is read into a local buffer along the source's rows and written along the
+    destination's, both vectorized, and the result matches the reference."""
+    g = _graph((2, 32, 8, 48), out_channels=8)
+    params = {"factor": factor} if factor else {}
+    book = apply_actions(g, LayoutBook(), preset_actions(g, preset, key, **params))
+    prog = make_program(g, book)
+    (k,) = _conversion_kernels(prog)
+    steps = conversion_steps(prog.funcs[k.name], k.name, target)
+    sch = apply_steps(prog.funcs[k.name], steps)
+    assert [s.primitive for s in steps if s.primitive in ("cache_read", "compute_at")] == ["cache_read", "compute_at"]
+    tile = dict(next(s for s in steps if s.primitive == "compute_at").args)["block"]
+    for block in (tile, k.name):
+        loops = list_loops(sch, block)
+        assert [lp.kind for lp in loops[-2:]] == ["unrolled", "vectorized"] and loops[-1].extent == 4
+    assert list_loops(sch, k.name)[0].kind == "parallel"
+    _scheduled_matches(g, book)
+
+
+@pytest.mark.parametrize("case", ["nchw16c back", "alt output", "alt unfold", "odd sizes"])
+def test_transposes_of_tiled_or_odd_buffers_keep_the_order_model(case):
+    """Rows read from the source's tiles (NCHW16c -> NCHW, ALT's tiled output, ALT's unfold
+    reading a tile's row at a time: 0.6-0.9x with the register tile) and extents that 4 does
+    not divide take no register tile."""
+    if case == "nchw16c back":
+        g = _graph((2, 32, 8, 48))
+        book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "relu2", factor=16))
+        prog = make_program(g, book)
+        kernels = [k.name for k in _conversion_kernels(prog)]
+    elif case == "odd sizes":
+        g = _graph(ODD)
+        book = apply_actions(g, LayoutBook(), preset_actions(g, "channels_last", "data"))
+        prog = make_program(g, book)
+        kernels = [k.name for k in _conversion_kernels(prog)]
+    else:
+        prog, unfold, back = _alt_kernels((1, 16, 16, 64), [4, 16])
+        kernels = [back if case == "alt output" else unfold]
+    assert kernels
+    for name in kernels:
+        assert convert._transposed(convert._Access.of(prog.funcs[name], name, list_loops(prog.funcs[name], name)),
+                                   [lp.extent for lp in list_loops(prog.funcs[name], name)]) is None
+        assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[name], name, AVX2)]

@@ -33,6 +33,11 @@ steps, from the kernel's single block (its loops run over the destination's stor
   buffer holding the largest tile of its inner loops within half the L2 (``cache_write`` +
   ``reverse_compute_at``), copied to the destination row by row, vectorized.
 
+A plain transpose (``_transposed``: NCHW <-> NHWC, NCHW -> NCHW16c; every element moved once,
+the destination's rows stepping evenly through the source, another loop reading the source's
+rows whole) takes none of the above: it moves 4x4 tiles through registers
+(``_transpose_steps``).
+
 ``conversion_ms`` times a conversion kernel; ``conversion_bandwidth`` gives its rate (bytes read +
 written per second) against the machine's copy bandwidth.
 """
@@ -80,6 +85,11 @@ _WRITE_RUN = 0.5
 #: order ran at 78%, the destination's at 60%; NCHW -> NHWC's tile writes 16 lines to a page
 _SHORT = 2
 _TIE = 0.05
+#: the square tile a transpose moves through registers, in bytes per side: 4 fp32, a 128-bit
+#: register, which LLVM transposes with in-lane shuffles (at 8 fp32 on AVX2 it inserted lane by
+#: lane and ran at 0.8x of the tile-less schedule; at 4: NHWC -> NCHW 1.3-1.4x, NCHW -> NHWC
+#: 1.0-1.2x, NCHW -> NCHW16c 1.2x, each paired with a copy)
+_TRANSPOSE_BYTES = 16
 
 
 def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
@@ -117,6 +127,8 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     access = _Access.of(func, block, loops)
     cache = _Cache.of(access.itemsize if access else 4)
     extents = [lp.extent for lp in loops]
+    if access is not None and (pair := _transposed(access, extents)):
+        return _transpose_steps(func, kernel, block, pair, _TRANSPOSE_BYTES // access.itemsize, cores)
     run, width = _vector_run(extents, lanes)
     groups = [(k,) for k in range(len(loops) - run)] + [tuple(range(len(loops) - run, len(loops)))]
     sizes = [_group_sizes(access, extents, g, width if i == len(groups) - 1 else None, cache.line)
@@ -147,6 +159,53 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     # 5. rows gathered across the source's tiles go through a buffer, written back whole
     if access is not None and _rows_across_tiles(access, extents, cache):
         _through_buffer(b, cache, lanes)
+    return b.steps
+
+
+def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int] | None:
+    """``(s, d)`` when the conversion is a plain transpose: it moves every element once (no
+    padding, halo or crop), the destination's innermost loop ``d`` steps evenly through the
+    source by more than one element, and another loop ``s`` reads the source's rows whole (NCHW
+    <-> NHWC, NCHW -> NCHW16c). A source tiled along either loop (NCHW16c -> NCHW, ALT's tiled
+    output: 0.6-0.9x with the register tile) or rows read a tile at a time (ALT's unfold: 0.8x)
+    are left to the order model."""
+    width = _TRANSPOSE_BYTES // access.itemsize
+    d = len(extents) - 1
+    if width < 2 or math.prod(access.src_shape) != math.prod(access.dst_shape) or extents[d] % width:
+        return None
+    steps = np.diff(access.source_along(d, np.arange(extents[d], dtype=np.int64)))
+    if steps[0] == 1 or np.any(steps != steps[0]):
+        return None
+    for s in range(d):
+        if extents[s] == access.src_shape[-1] and extents[s] % width == 0 and \
+                np.all(np.diff(access.source_along(s, np.arange(extents[s], dtype=np.int64))) == 1):
+            return s, d
+    return None
+
+
+def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, pair: tuple[int, int], width: int,
+                     cores: int) -> list[Step]:
+    """A transpose by ``width`` x ``width`` tiles through registers: loops ``s`` and ``d`` split
+    by ``width`` and moved inside the others (the destination's order, outer ones parallel); the
+    tile is read into a local buffer along the source's rows (``cache_read``, vectorized) and
+    written along the destination's rows (vectorized), both unrolled. Each tile row sweeps the
+    destination's rows ``width`` at a time while the source's rows it reads stay in L1."""
+    b = _Builder(func, kernel, block)
+    names = [lp.name for lp in b.loops()]
+    s, d = names[pair[0]], names[pair[1]]
+    for name in (d, s):
+        b.step("split", loop=name, factors=[None, width])
+    others = [n for n in names if n not in (s, d)]
+    b.step("reorder", loops=[*others, f"{s}_0", f"{d}_0", f"{s}_1", f"{d}_1"])
+    parallel_outer(b, b.loops()[:len(others)], cores)
+    before = set(list_blocks(b.sch))
+    b.step("cache_read", read_index=0, scope="local")
+    (tile,) = [blk for blk in list_blocks(b.sch) if blk not in before]
+    b.step("compute_at", on=tile, target_block=block, loop=b.loops()[-3].name)
+    for blk in (tile, block):
+        inner = list_loops(b.sch, blk)
+        b.step("unroll", on=blk, loop=inner[-2].name)
+        b.step("vectorize", on=blk, loop=inner[-1].name)
     return b.steps
 
 
