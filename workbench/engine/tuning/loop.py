@@ -100,6 +100,8 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
                 callback = ProgressWriter(progress_path, task.name, stage, layout_label, done[task.name],
                                           best_record(db, task.func)[0], model)
                 callbacks.append(callback)
+                if hasattr(runner, "start_task"):  # the in-process runner's cut-off is per task
+                    runner.start_task()
                 if options.expert_seed and done[task.name] == 0:
                     measure_seed(task, target, tgt, db, builder, runner, callback)
                 if want > callback.done - done[task.name]:

@@ -1,0 +1,61 @@
+"""The in-process runner's cut-off (``runner.InProcessRunner``): a candidate whose first run takes
+``SLOW`` times its task's best so far is recorded with that run alone (one sample), the others get
+TVM's full evaluator (``EVALUATOR.repeat`` samples); ``start_task`` forgets the best. Real
+kernels, ~1700x apart in work: the assertions are on which path each candidate took."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+import tvm.s_tir.meta_schedule as ms
+from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+from workbench.engine.targets import DEFAULT_TARGET, target_from
+from .conftest import matmul
+from workbench.engine.tuning import runner as runner_mod
+from workbench.engine.tuning.runner import EVALUATOR, InProcessRunner
+from workbench.engine.tuning.startup import import_tensor_intrinsics
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """A fast kernel (32^3 multiply-adds, microseconds) and one ~1700x slower (384^3, tens of
+    milliseconds: longer than a repeat of the evaluator), unscheduled, as the builder builds them."""
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+    import_tensor_intrinsics()  # as the tuner does before its first build (~30 s without)
+    tgt = target_from(DEFAULT_TARGET)
+    return {n: (default_build(tvm.IRModule({"main": matmul(n)}), tgt, None), ArgInfo.from_prim_func(matmul(n)))
+            for n in (32, 384)}
+
+
+def _run(runner, kernels, n):
+    rt, infos = kernels[n]
+    key = f"/scratch/{n}-{len(runner.built)}-{id(rt)}"
+    runner.built[key] = rt
+    (future,) = runner.run([ms.runner.RunnerInput(key, "cpu", infos)])
+    res = future.result()
+    assert res.error_msg is None, res.error_msg
+    return [float(x) for x in res.run_secs]
+
+
+def test_a_candidate_far_slower_than_the_best_is_timed_by_one_run(kernels):
+    runner = InProcessRunner(EVALUATOR, {})
+    first = _run(runner, kernels, 32)  # no best yet: the evaluator, three repeats
+    assert len(first) == EVALUATOR.repeat
+    assert runner.best == pytest.approx(float(np.median(first)))
+    slow = _run(runner, kernels, 384)
+    assert len(slow) == 1 # cut off after its first run
+    assert slow[0] > max(runner_mod.SLOW * runner.best, EVALUATOR.min_repeat_ms / 1e3)
+    again = _run(runner, kernels, 32)  # as fast as the best, or under a repeat: the evaluator again
+    assert len(again) == EVALUATOR.repeat
+
+
+def test_a_new_task_forgets_the_best(kernels):
+    runner = InProcessRunner(EVALUATOR, {})
+    _run(runner, kernels, 32)
+    runner.start_task()
+    assert runner.best is None
+    slow = _run(runner, kernels, 384)  # the new task's first candidate: fully timed
+    assert len(slow) == EVALUATOR.repeat
