@@ -436,3 +436,20 @@ def test_transposes_of_tiled_or_odd_buffers_keep_the_order_model(case):
         assert convert._transposed(convert._Access.of(prog.funcs[name], name, list_loops(prog.funcs[name], name)),
                                    [lp.extent for lp in list_loops(prog.funcs[name], name)]) is None
         assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[name], name, AVX2)]
+
+
+def test_a_transpose_whose_tile_would_read_a_varying_region_keeps_the_order_model():
+    """ALT's output tiled 1 H x 7 W x 64 channels -> NCHW looks like a plain transpose (W steps
+    evenly through the source, 64 floats at a time, across its tiles too; the channels read its
+    rows whole) but TVM cannot bound a 4x4 tile's source region across W's tiles of 7 (its loops'
+    extents are not constants): the order model schedules it, and it matches the reference (the
+    joint tuner's candidates met this kernel)."""
+    g = _conv((1, 64, 4, 28), 64)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[1, 7], ot=64, it=64))
+    prog = make_program(g, book)
+    back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
+    func = prog.funcs[back]
+    loops = list_loops(func, back)
+    assert convert._transposed(convert._Access.of(func, back, loops), [lp.extent for lp in loops]) is not None
+    assert "cache_read" not in [s.primitive for s in conversion_steps(func, back, AVX2)]
+    _scheduled_matches(g, book)

@@ -127,8 +127,9 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     access = _Access.of(func, block, loops)
     cache = _Cache.of(access.itemsize if access else 4)
     extents = [lp.extent for lp in loops]
-    if access is not None and (pair := _transposed(access, extents)):
-        return _transpose_steps(func, kernel, block, pair, _TRANSPOSE_BYTES // access.itemsize, cores)
+    if access is not None and (pair := _transposed(access, extents)) and \
+            (steps := _transpose_steps(func, kernel, block, pair, _TRANSPOSE_BYTES // access.itemsize, cores)):
+        return steps
     run, width = _vector_run(extents, lanes)
     groups = [(k,) for k in range(len(loops) - run)] + [tuple(range(len(loops) - run, len(loops)))]
     sizes = [_group_sizes(access, extents, g, width if i == len(groups) - 1 else None, cache.line)
@@ -184,12 +185,13 @@ def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int] | No
 
 
 def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, pair: tuple[int, int], width: int,
-                     cores: int) -> list[Step]:
+                     cores: int) -> list[Step] | None:
     """A transpose by ``width`` x ``width`` tiles through registers: loops ``s`` and ``d`` split
     by ``width`` and moved inside the others (the destination's order, outer ones parallel); the
     tile is read into a local buffer along the source's rows (``cache_read``, vectorized) and
     written along the destination's rows (vectorized), both unrolled. Each tile row sweeps the
-    destination's rows ``width`` at a time while the source's rows it reads stay in L1."""
+    destination's rows ``width`` at a time while the source's rows it reads stay in L1. None
+    when the tile would not read a constant ``width`` x ``width`` region of the source."""
     b = _Builder(func, kernel, block)
     names = [lp.name for lp in b.loops()]
     s, d = names[pair[0]], names[pair[1]]
@@ -201,7 +203,11 @@ def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, pair: tuple[i
     before = set(list_blocks(b.sch))
     b.step("cache_read", read_index=0, scope="local")
     (tile,) = [blk for blk in list_blocks(b.sch) if blk not in before]
-    b.step("compute_at", on=tile, target_block=block, loop=b.loops()[-3].name)
+    shared = len(b.loops()) - 2  # the loops down to the tile's: ``d_0``
+    b.step("compute_at", on=tile, target_block=block, loop=b.loops()[shared - 1].name)
+    extents = [b.sch.get(lp).extent for lp in b.sch.get_loops(b.sch.get_sblock(tile))[shared:]]
+    if not all(isinstance(e, tirx.IntImm) for e in extents) or math.prod(int(e) for e in extents) != width * width:
+        return None  # the tile's source region varies or is larger (a row cut across a fused dim)
     for blk in (tile, block):
         inner = list_loops(b.sch, blk)
         b.step("unroll", on=blk, loop=inner[-2].name)
