@@ -286,6 +286,19 @@ def test_bad_inputs_are_loop_errors():
         Step.from_json({"args": {}})
 
 
+def test_a_loop_whose_extent_varies_is_a_loop_error_naming_it():
+    """``compute_at`` under tiles of 5 of C[i] = Y[i // 3] leaves Y a loop of 2 or 3 iterations
+    (a count that depends on the tile): listing it says which loop, not a ``TypeError`` from TVM."""
+    X = te.placeholder((20,), name="X")
+    Y = te.compute((20,), lambda i: X[i] * 2.0, name="Y")
+    C = te.compute((60,), lambda i: Y[i // 3], name="C")
+    sch = apply_steps(te.create_prim_func([X, C]), [S("split", block="C", loop="i", factors=[None, 5]),
+                                                    S("compute_at", block="Y", target_block="C", loop="i_0")])
+    assert [lp.extent for lp in list_loops(sch, "C")] == [12, 5]
+    with pytest.raises(LoopError, match=r"loop 'ax0' of block 'Y' runs .* every loop needs a constant extent"):
+        list_loops(sch, "Y")
+
+
 ########## Steps, traces, scripts ##########
 
 def test_loop_step_hashes_and_round_trips_through_json():

@@ -232,7 +232,7 @@ def list_loops(func_or_sch: FuncOrSchedule, block: str) -> list[LoopInfo]:
     Raises
     ------
     LoopError
-        When there is no such block.
+        When there is no such block, or a loop's extent is not a constant.
     """
     nests = _nests(func_or_sch)
     found = [(r, loops) for r, loops in nests if r.block.name_hint == block]
@@ -241,9 +241,14 @@ def list_loops(func_or_sch: FuncOrSchedule, block: str) -> list[LoopInfo]:
     realize, loops = found[0]
     reduce_vars = [v for iv, e in zip(realize.block.iter_vars, realize.iter_values)
                    if iv.iter_type == tirx.IterVar.CommReduce for v in tirx.analysis.undefined_vars(e)]
+    names = _names([f.loop_var.name for f in loops])
+    for name, f in zip(names, loops):
+        if not isinstance(f.extent, tirx.IntImm):  # e.g. a compute_at under a tile that does not divide
+            raise LoopError(f"loop {name!r} of block {block!r} runs {f.extent} times, a count that changes with "
+                            "the loops around it: every loop needs a constant extent")
     return [LoopInfo(block, name, int(f.extent), tirx.ForKind(int(f.kind)).name.lower(), d,
                      any(f.loop_var.same_as(v) for v in reduce_vars))
-            for d, (name, f) in enumerate(zip(_names([f.loop_var.name for f in loops]), loops))]
+            for d, (name, f) in enumerate(zip(names, loops))]
 
 
 def block_writes(func_or_sch: FuncOrSchedule, block: str) -> list[tuple[str, tuple[int, ...]]]:

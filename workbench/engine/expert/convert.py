@@ -127,8 +127,8 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     access = _Access.of(func, block, loops)
     cache = _Cache.of(access.itemsize if access else 4)
     extents = [lp.extent for lp in loops]
-    if access is not None and (pair := _transposed(access, extents)) and \
-            (steps := _transpose_steps(func, kernel, block, pair, _TRANSPOSE_BYTES // access.itemsize, cores)):
+    if access is not None and (transpose := _transposed(access, extents)) and \
+            (steps := _transpose_steps(func, kernel, block, transpose, cores)):
         return steps
     run, width = _vector_run(extents, lanes)
     groups = [(k,) for k in range(len(loops) - run)] + [tuple(range(len(loops) - run, len(loops)))]
@@ -163,8 +163,8 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     return b.steps
 
 
-def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int] | None:
-    """``(s, d)`` when the conversion is a plain transpose: it moves every element once (no
+def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int, int] | None:
+    """``(s, d, width)`` when the conversion is a plain transpose by ``width`` x ``width`` tiles: it moves every element once (no
     padding, halo or crop), the destination's innermost loop ``d`` steps evenly through the
     source by more than one element, and another loop ``s`` reads the source's rows whole (NCHW
     <-> NHWC, NCHW -> NCHW16c). A source tiled along either loop (NCHW16c -> NCHW, ALT's tiled
@@ -180,11 +180,11 @@ def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int] | No
     for s in range(d):
         if extents[s] == access.src_shape[-1] and extents[s] % width == 0 and \
                 np.all(np.diff(access.source_along(s, np.arange(extents[s], dtype=np.int64))) == 1):
-            return s, d
+            return s, d, width
     return None
 
 
-def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, pair: tuple[int, int], width: int,
+def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, transpose: tuple[int, int, int],
                      cores: int) -> list[Step] | None:
     """A transpose by ``width`` x ``width`` tiles through registers: loops ``s`` and ``d`` split
     by ``width`` and moved inside the others (the destination's order, outer ones parallel); the
@@ -194,7 +194,7 @@ def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, pair: tuple[i
     when the tile would not read a constant ``width`` x ``width`` region of the source."""
     b = _Builder(func, kernel, block)
     names = [lp.name for lp in b.loops()]
-    s, d = names[pair[0]], names[pair[1]]
+    s, d, width = names[transpose[0]], names[transpose[1]], transpose[2]
     for name in (d, s):
         b.step("split", loop=name, factors=[None, width])
     others = [n for n in names if n not in (s, d)]
@@ -205,9 +205,12 @@ def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, pair: tuple[i
     (tile,) = [blk for blk in list_blocks(b.sch) if blk not in before]
     shared = len(b.loops()) - 2  # the loops down to the tile's: ``d_0``
     b.step("compute_at", on=tile, target_block=block, loop=b.loops()[shared - 1].name)
-    extents = [b.sch.get(lp).extent for lp in b.sch.get_loops(b.sch.get_sblock(tile))[shared:]]
-    if not all(isinstance(e, tirx.IntImm) for e in extents) or math.prod(int(e) for e in extents) != width * width:
-        return None  # the tile's source region varies or is larger (a row cut across a fused dim)
+    try:
+        region = math.prod(lp.extent for lp in list_loops(b.sch, tile)[shared:])
+    except LoopError:
+        return None  # the tile's source region varies with the outer loops
+    if region != width * width:
+        return None  # larger: a row cut across a fused dim
     for blk in (tile, block):
         inner = list_loops(b.sch, blk)
         b.step("unroll", on=blk, loop=inner[-2].name)
@@ -714,8 +717,9 @@ def conversion_ms(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | 
     sch = apply_steps(func, steps)
     lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(target)).jit()
     rng = np.random.default_rng(0)
-    args = [tvm.runtime.tensor(rng.random([int(n) for n in p.shape], dtype=np.float32)) for p in func.params]
-    nbytes = sum(a.numpy().nbytes for a in args)
+    host = [rng.random([int(n) for n in p.shape], dtype=np.float32) for p in func.params]
+    nbytes = sum(x.nbytes for x in host)
+    args = [tvm.runtime.tensor(x) for x in host]
     fn = lib["main"]
     fn(*args)  # warm-up
     t0 = time.perf_counter()

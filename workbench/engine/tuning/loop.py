@@ -24,7 +24,7 @@ from .database import best_record, open_database, task_result
 from .options import TuneOptions, budget_shares
 from .progress import ProgressWriter, repair_jsonl
 from .records import TuneResult, TuneTask, short_error
-from .runner import Measurers
+from .runner import InProcessRunner, Measurers
 from .seed import measure_seed
 from .startup import children_import_workbench, import_tensor_intrinsics
 
@@ -100,7 +100,7 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
                 callback = ProgressWriter(progress_path, task.name, stage, layout_label, done[task.name],
                                           best_record(db, task.func)[0], model)
                 callbacks.append(callback)
-                if hasattr(runner, "start_task"):  # the in-process runner's cut-off is per task
+                if isinstance(runner, InProcessRunner):  # its cut-off is per task
                     runner.start_task()
                 if options.expert_seed and done[task.name] == 0:
                     measure_seed(task, target, tgt, db, builder, runner, callback)
