@@ -123,6 +123,23 @@ def test_register_tile_is_vectorized_and_unrolled(target: dict) -> None:
     assert {"C_local", "C_init"} <= set(list_blocks(sch))  # the tile is a local buffer, zeroed once
 
 
+@pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
+@pytest.mark.parametrize("case,width", [("dep", 28), ("grp", 0)], ids=["depthwise", "grouped"])
+def test_a_row_that_does_not_divide_the_lanes(target: dict, case: str, width: int) -> None:
+    """On NCHW, 28 wide (not a multiple of 8 or 16 lanes): the depthwise conv, whose rows share
+    no loads, vectorizes its whole row; the grouped conv, whose output channels share the input's
+    loads, keeps vectors no wider than a register. Both match the reference."""
+    graph, op = {"dep": lambda: _conv_graph(2, 16, 16, 28, 3, padding=1, groups=16, depthwise=True),
+                 "grp": lambda: _conv_graph(2, 16, 16, 28, 3, padding=1, groups=4)}[case]()
+    prog = make_program(graph)
+    sch = apply_steps(prog.funcs[op], expert_steps(prog.funcs[op], op, target))
+    vectors = [lp.extent for lp in list_loops(sch, "conv_update") if lp.kind == "vectorized"]
+    lanes = vector_unit(target).lanes
+    assert vectors == [width] if width else (len(vectors) == 1 and vectors[0] <= lanes)
+    if target is HOST:
+        assert prog.with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok
+
+
 def test_epilogue_is_applied_on_the_tile() -> None:
     prog = _program("c2d", "default")
     kernel = next(k for k in prog.plan.kernels if "conv" in k.ops)
