@@ -124,13 +124,16 @@ def test_register_tile_is_vectorized_and_unrolled(target: dict) -> None:
 
 
 @pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
-@pytest.mark.parametrize("case,width", [("dep", 28), ("grp", 0)], ids=["depthwise", "grouped"])
+@pytest.mark.parametrize("case,width", [("dep", 28), ("grp", 0), ("dep_s2", 0)],
+                         ids=["depthwise", "grouped", "depthwise-stride-2"])
 def test_a_row_that_does_not_divide_the_lanes(target: dict, case: str, width: int) -> None:
     """On NCHW, 28 wide (not a multiple of 8 or 16 lanes): the depthwise conv, whose rows share
     no loads, vectorizes its whole row; the grouped conv, whose output channels share the input's
-    loads, keeps vectors no wider than a register. Both match the reference."""
+    loads, and the depthwise conv of stride 2, whose rows gather, keep vectors no wider than a
+    register. All match the reference."""
     graph, op = {"dep": lambda: _conv_graph(2, 16, 16, 28, 3, padding=1, groups=16, depthwise=True),
-                 "grp": lambda: _conv_graph(2, 16, 16, 28, 3, padding=1, groups=4)}[case]()
+                 "grp": lambda: _conv_graph(2, 16, 16, 28, 3, padding=1, groups=4),
+                 "dep_s2": lambda: _conv_graph(2, 16, 16, 56, 3, padding=1, groups=16, depthwise=True, stride=2)}[case]()
     prog = make_program(graph)
     sch = apply_steps(prog.funcs[op], expert_steps(prog.funcs[op], op, target))
     vectors = [lp.extent for lp in list_loops(sch, "conv_update") if lp.kind == "vectorized"]

@@ -291,11 +291,13 @@ def _divisor_at_most(n: int, cap: int) -> int:
 def _lanes(width: int, extent: int, lanes: int, whole: bool = False) -> int:
     """Vector lanes along a loop whose contiguous run is ``width``: a full register when the run
     allows, never a vector across a layout block (``width < extent``). With ``whole`` (no rows
-    share the vector operand's loads), a whole row that does not divide into registers (28
-    floats on 8 lanes) is one vector of its length, at most ``_MAX_NVEC`` registers, which LLVM
-    splits into full registers and one narrower (3 x 8 + 4): MobileNet-V2's depthwise 3x3 on
+    share the vector operand's loads, no read gathers along the row), a whole row that does not
+    divide into registers (28 floats on 8 lanes) is one vector of its length, at most
+    ``_MAX_NVEC`` registers, which LLVM splits into full registers and one narrower (3 x 8 + 4):
+    MobileNet-V2's depthwise 3x3 on
     NCHW, 28 wide, ran 1.6x faster than with 4 rows of 2 x 7 lanes. Where rows share the loads
-    (a grouped, dilated or 3-D conv, 28 wide), the 7-lane tile with 4 rows stayed 1.3-1.7x faster."""
+    (a grouped, dilated or 3-D conv, 28 wide) or the row gathers (a depthwise conv of stride 2),
+    the 7-lane tile with 4 rows stayed 1.3-2.4x faster."""
     if width < lanes or extent < lanes:
         return min(width, extent)
     if width % lanes == 0:
@@ -422,7 +424,8 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
     v_ext = a.extent(vector)
     rows_loop = _rows_loop(a, vector)
     shared = rows_loop is not None and all(r.strides.get(rows_loop) == 0 for r in a.reads if r.strides.get(vector) != 0)
-    lanes = _lanes(run, v_ext, unit.lanes, whole=not shared)
+    gathers = any(r.kind(vector, v_ext) == "gather" for r in a.reads)
+    lanes = _lanes(run, v_ext, unit.lanes, whole=not shared and not gathers)
     u_ext = a.extent(rows_loop) if rows_loop else 1
     nvec, rows = _register_tile(unit, lanes, v_ext, max(run, lanes), u_ext)
     inner, kc = _inner_reduction(a, vector, lanes, nvec * lanes, l1)
