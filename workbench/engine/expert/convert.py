@@ -164,12 +164,12 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
 
 
 def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int, int] | None:
-    """``(s, d, width)`` when the conversion is a plain transpose by ``width`` x ``width`` tiles: it moves every element once (no
-    padding, halo or crop), the destination's innermost loop ``d`` steps evenly through the
-    source by more than one element, and another loop ``s`` reads the source's rows whole (NCHW
-    <-> NHWC, NCHW -> NCHW16c). A source tiled along either loop (NCHW16c -> NCHW, ALT's tiled
-    output: 0.6-0.9x with the register tile) or rows read a tile at a time (ALT's unfold: 0.8x)
-    are left to the order model."""
+    """``(s, d, width)`` when the conversion is a plain transpose, by ``width`` x ``width`` tiles:
+    it moves every element once (no padding, halo or crop), the destination's innermost loop
+    ``d`` steps evenly through the source by more than one element, and another loop ``s`` reads
+    the source's rows whole (NCHW <-> NHWC, NCHW -> NCHW16c). A source tiled along either loop
+    (NCHW16c -> NCHW, ALT's tiled output: 0.6-0.9x with the register tile) or rows read a tile
+    at a time (ALT's unfold: 0.8x) are left to the order model."""
     width = _TRANSPOSE_BYTES // access.itemsize
     d = len(extents) - 1
     if width < 2 or math.prod(access.src_shape) != math.prod(access.dst_shape) or extents[d] % width:

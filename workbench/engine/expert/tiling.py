@@ -294,10 +294,9 @@ def _lanes(width: int, extent: int, lanes: int, whole: bool = False) -> int:
     share the vector operand's loads, no read gathers along the row), a whole row that does not
     divide into registers (28 floats on 8 lanes) is one vector of its length, at most
     ``_MAX_NVEC`` registers, which LLVM splits into full registers and one narrower (3 x 8 + 4):
-    MobileNet-V2's depthwise 3x3 on
-    NCHW, 28 wide, ran 1.6x faster than with 4 rows of 2 x 7 lanes. Where rows share the loads
-    (a grouped, dilated or 3-D conv, 28 wide) or the row gathers (a depthwise conv of stride 2),
-    the 7-lane tile with 4 rows stayed 1.3-2.4x faster."""
+    MobileNet-V2's depthwise 3x3 on NCHW, 28 wide, ran 1.6x faster than with 4 rows of 2 x 7
+    lanes. Where rows share the loads (a grouped, dilated or 3-D conv, 28 wide) or the row
+    gathers (a depthwise conv of stride 2), the 7-lane tile with 4 rows stayed 1.3-2.4x faster."""
     if width < lanes or extent < lanes:
         return min(width, extent)
     if width % lanes == 0:
