@@ -360,9 +360,14 @@ def _gathers(a: Analysis, lanes: int) -> bool:
     return any(r.kind(vector, min(a.extent(vector), lanes)) == "gather" for r in a.reads)
 
 
+def _vector_reads(a: Analysis, vector: str) -> list[Access]:
+    """The reads that change along the vector loop (the vector operands)."""
+    return [r for r in a.reads if r.strides.get(vector) != 0]
+
+
 def _rows_loop(a: Analysis, vector: str) -> str | None:
     """The spatial loop whose rows share the vector operand's loads."""
-    vector_reads = [r for r in a.reads if r.strides.get(vector) != 0]
+    vector_reads = _vector_reads(a, vector)
     rank = {name: -abs(s) if s else -math.inf for name, s in a.write.strides.items()}  # nearer the output's inner dim
     cands = [lp for lp in a.spatial if lp.name != vector and lp.extent > 1]
     if not cands:
@@ -422,7 +427,7 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
     vector, run = _vector_loop(a, unit.lanes)
     v_ext = a.extent(vector)
     rows_loop = _rows_loop(a, vector)
-    shared = rows_loop is not None and all(r.strides.get(rows_loop) == 0 for r in a.reads if r.strides.get(vector) != 0)
+    shared = rows_loop is not None and all(r.strides.get(rows_loop) == 0 for r in _vector_reads(a, vector))
     gathers = any(r.kind(vector, v_ext) == "gather" for r in a.reads)
     lanes = _lanes(run, v_ext, unit.lanes, whole=not shared and not gathers)
     u_ext = a.extent(rows_loop) if rows_loop else 1
