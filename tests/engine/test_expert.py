@@ -9,14 +9,14 @@ import tvm
 
 from workbench.engine.errors import LoopError
 from workbench.engine.expert import expert_steps
-from workbench.engine.expert.tiling import _example, analyse, main_block
+from workbench.engine.expert.tiling import _example, analyse, main_block, plan
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.book import LayoutBook
 from workbench.engine.keys import apply_actions
 from workbench.engine.loops import apply_steps, list_blocks, list_loops
 from workbench.engine.presets import preset_actions
 from workbench.engine.program import Program, make_program
-from workbench.engine.targets import target_from, vector_unit
+from workbench.engine.targets import VectorUnit, target_from, vector_unit
 
 HOST = {"kind": "llvm", "num-cores": 2}
 AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}
@@ -141,6 +141,40 @@ def test_a_row_that_does_not_divide_the_lanes(target: dict, case: str, width: in
     assert vectors == [width] if width else (len(vectors) == 1 and vectors[0] <= lanes)
     if target is HOST:
         assert prog.with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok
+
+
+def _depthwise(size: int, stride: int = 1):
+    return _conv_graph(2, 16, 16, size, 3, padding=1, groups=16, depthwise=True, stride=stride)
+
+
+@pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
+def test_depthwise_rows_slide_along_the_kernel_taps(target: dict) -> None:
+    """Output row h at tap kh reads input row h + kh: with kh unrolled inside the rows, the rows
+    and taps share their loads (the tile slides). The loop order ends kh, rows, lanes."""
+    graph, op = _depthwise(14)
+    func = make_program(graph).funcs[op]
+    tile = plan(analyse(func), vector_unit(target), 32768)
+    assert tile.slide == "rk0" and tile.rows > 1  # kh beside the output rows
+    sch = apply_steps(func, expert_steps(func, op, target))
+    loops = list_loops(sch, "conv_update")
+    assert [lp.kind for lp in loops[-3:]] == ["unrolled", "unrolled", "vectorized"]
+    assert loops[-3].reduction and loops[-3].extent == 3 and not loops[-2].reduction
+    if target is HOST:
+        assert make_program(graph).with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok
+
+
+def test_a_tile_slides_only_where_its_window_fits_and_the_strides_agree() -> None:
+    """28-wide rows: on AVX-512 (32 registers) 7 rows slide over 3 taps; on AVX2 (16 registers)
+    the window of rows does not fit, and 2 rows load their own. At stride 2 (input row 2h + kh)
+    rows and taps share nothing."""
+    func = make_program(_depthwise(28)[0]).funcs["conv"]
+    avx512 = plan(analyse(func), VectorUnit(16, 32, True, "AVX-512"), 32768)
+    avx2 = plan(analyse(func), VectorUnit(8, 16, True, "AVX2"), 32768)
+    assert (avx512.slide, avx512.rows) == ("rk0", 7)
+    assert (avx2.slide, avx2.rows) == (None, 2)
+    strided = make_program(_depthwise(56, stride=2)[0]).funcs["conv"]
+    assert all(plan(analyse(strided), unit, 32768).slide is None
+               for unit in (VectorUnit(16, 32, True, "AVX-512"), VectorUnit(8, 16, True, "AVX2")))
 
 
 def test_epilogue_is_applied_on_the_tile() -> None:

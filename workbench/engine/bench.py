@@ -482,14 +482,13 @@ def search_study(suite: list[Workload], joint_budget: int, out_dir: Path, target
 
 
 def write_study(rows: list[dict], out_dir: Path) -> Path:
-    """``search.md``: the search study's runs as a table, and the geometric mean of random / guided."""
-    lines = ["| workload | seed | budget | model-guided ms | random ms | random / guided | guided layout |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['workload']} | {r['seed']} | {r['budget']} | {_fmt(r['model_ms'])} | {_fmt(r['random_ms'])} | "
-              f"{_fmt(r['model_vs_random'])} | {r['model_layout']} |" for r in rows]
-    lines += ["", f"Geometric mean, random / guided: {_fmt(_geomean([r['model_vs_random'] for r in rows]))}x "
-                  f"over {len(rows)} runs (above 1: the guided search found faster layouts at the same budget)."]
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    path = Path(out_dir) / "search.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    """``search.csv`` and ``search.md``: the search study's runs as a table, and the geometric mean
+    of random / guided."""
+    columns = ["workload", "seed", "budget", "model_ms", "random_ms", "model_vs_random", "model_layout", "random_layout"]
+    titles = {"model_ms": "model-guided ms", "random_ms": "random ms", "model_vs_random": "random / guided",
+              "model_layout": "guided layout"}
+    footer = (f"Geometric mean, random / guided: {_fmt(_geomean([r['model_vs_random'] for r in rows]))}x over "
+              f"{len(rows)} runs (above 1: the guided search found faster layouts at the same budget).")
+    shown = [c for c in columns if c != "random_layout"]
+    return write_tables(out_dir, "search", columns, rows, "The joint stage alone, cost-model-guided vs random "
+                        "search at the same budget and seed.", footer, shown, titles)[1]

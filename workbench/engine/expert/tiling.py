@@ -14,10 +14,14 @@ What it picks (``plan``):
   wide (from the target) and never cross a layout block;
 - the **rows** loop ``u``: a spatial loop along which the vector operand (e.g. the weight) does
   not change, so one vector load serves every row (the output width in a conv, M in a GEMM);
-- the register tile ``rows x nvec`` vectors: ``rows * nvec + nvec + 1 <= registers`` (the
-  accumulators, the vector operand, one broadcast) and at least 8 accumulators when the shape
-  allows, to cover the FMA latency; tiles that divide the loop are preferred, one that does not
-  gets a guarded tail, never a scalar fall-back on the vector lanes;
+  where each row loads its own (a depthwise conv's input), a reduction loop along which that
+  read moves as along the rows (``kh`` beside rows ``h``) can **slide**: run innermost of the
+  reduction and unrolled, row ``r`` at tap ``k`` reuses what row ``r + 1`` loaded at ``k - 1``;
+- the register tile ``rows x nvec`` vectors: the accumulators and the loaded vectors they need
+  (``_Loads``: the vector operand once, or a window of sliding rows) fit the registers, at
+  least 8 accumulators when the shape allows, to cover the FMA latency; the tile is scored by
+  FMAs per cycle against the loads each reduction step issues; tiles that divide the loop are
+  preferred, one that does not gets a guarded tail, never a scalar fall-back on the vector lanes;
 - the reduction order: the reduction loop contiguous in the broadcast operand innermost (the
   ``ic_block`` of NeoCPU, ``k`` of a GEMM), split into a block that keeps its slice of the
   vector operand in half the L1 cache, the outer part outermost.
@@ -39,6 +43,7 @@ tile's write-back, unroll rows and nvec, vectorize the lanes, and ``decompose_re
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -278,6 +283,10 @@ class Tile:
     rows: int
     inner: str | None
     kc: int
+    #: a reduction loop along which the vector operand slides as along the rows (a conv's ``kh``
+    #: beside output rows ``h``): run inside the rows and unrolled, row ``r`` at tap ``k`` loads
+    #: what row ``r + 1`` loads at ``k - 1``, so the rows and taps share their loads
+    slide: str | None = None
 
     @property
     def accumulators(self) -> int:
@@ -380,27 +389,86 @@ def _fill(extent: int, tile: int) -> float:
     return extent / (math.ceil(extent / tile) * tile)
 
 
-def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: int) -> tuple[int, int]:
-    """(nvec, rows): the most useful FMA work per load that fits the registers (a vector wider
-    than the unit's, a whole row, takes ``ceil(lanes / unit.lanes)`` registers)."""
+@dataclass(frozen=True)
+class _Loads:
+    """Loads per reduction step of a ``rows x nvec`` tile, by how each read moves along the rows:
+    vector reads the rows share (a GEMM's B), that slide along a reduction loop of ``taps`` steps
+    (a depthwise conv's input along ``h`` and ``kh``) or that each row loads anew; broadcast reads
+    that change per row (a GEMM's A) or not (a depthwise conv's weight)."""
+
+    shared: int = 1
+    sliding: int = 0
+    taps: int = 1
+    own: int = 0
+    row_broadcasts: int = 1
+    broadcasts: int = 0
+
+    def count(self, rows: int, vectors: int) -> float:
+        per_row = self.own * rows + self.sliding * (rows + self.taps - 1) / self.taps
+        return vectors * (self.shared + per_row) + self.row_broadcasts * rows + self.broadcasts
+
+    def live(self, rows: int, vectors: int) -> int:
+        """Registers the loads hold beside the accumulators: the shared vectors, a sliding read's
+        window of rows (but the last, used at once) and one broadcast."""
+        window = self.sliding * (rows + self.taps - 2) if self.taps > 1 else 0
+        return vectors * max(1, self.shared + window + min(self.own, 1)) + 1
+
+
+def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: int,
+                   loads: _Loads = _Loads()) -> tuple[int, int, bool]:
+    """(nvec, rows, slides): the most useful FMA work per load that fits the registers (a vector
+    wider than the unit's, a whole row, takes ``ceil(lanes / unit.lanes)`` registers). A tile
+    whose rows would slide along a reduction loop (``loads.taps > 1``) is weighed against the
+    same rows loading their own vectors: its window of rows may not fit the registers."""
     per_block = run // lanes if run < v_ext else math.ceil(v_ext / lanes)
     regs = math.ceil(lanes / unit.lanes)
-    best: tuple[float, int, int] = (-1.0, 1, 1)
-    for nvec in range(1, min(_MAX_NVEC, max(per_block, 1)) + 1):
-        if run < v_ext and per_block % nvec:  # vectors of a tile stay inside one layout block
-            continue
-        for rows in range(1, u_ext + 1):
-            if (rows * nvec + nvec) * regs + 1 > unit.registers:
-                break
-            acc = rows * nvec * regs
-            guard = 1.0 if u_ext % rows == 0 else 0.9  # a guarded tail costs a test per row
-            # cycles per reduction step: FMAs, loads (the vectors and one broadcast per row) or
-            # the FMA latency chain, whichever binds (with a cycle of slack on the latency)
-            cycles = max(acc / _FMA_PORTS, (rows + nvec * regs) / _LOAD_PORTS, _FMA_LATENCY + 1)
-            score = _fill(u_ext, rows) * _fill(v_ext, nvec * lanes) * guard * acc / _FMA_PORTS / cycles
-            if score > best[0] + 1e-9:
-                best = (score, nvec, rows)
-    return best[1], best[2]
+    best: tuple[float, int, int, bool] = (-1.0, 1, 1, False)
+    ways = [loads] + ([dataclasses.replace(loads, own=loads.own + loads.sliding, sliding=0, taps=1)]
+                      if loads.taps > 1 else [])
+    for way in ways:
+        for nvec in range(1, min(_MAX_NVEC, max(per_block, 1)) + 1):
+            if run < v_ext and per_block % nvec:  # vectors of a tile stay inside one layout block
+                continue
+            for rows in range(1, u_ext + 1):
+                acc = rows * nvec * regs
+                if acc + way.live(rows, nvec * regs) > unit.registers:
+                    break
+                if way.taps > 1 and (u_ext % rows or rows == 1):
+                    continue  # a guarded row in a sliding tile ran 5x slower (MobileNet-V2's depthwise, 5 rows of 28)
+                guard = 1.0 if u_ext % rows == 0 else 0.9  # a guarded tail costs a test per row
+                # cycles per reduction step: FMAs, loads or the FMA latency chain, whichever binds
+                # (with a cycle of slack on the latency)
+                cycles = max(acc / _FMA_PORTS, way.count(rows, nvec * regs) / _LOAD_PORTS, _FMA_LATENCY + 1)
+                score = _fill(u_ext, rows) * _fill(v_ext, nvec * lanes) * guard * acc / _FMA_PORTS / cycles
+                # on a tie, more accumulators while they are too few to cover the FMA latency
+                if score > best[0] + 1e-9 or (score > best[0] - 1e-9 and best[1] * best[2] * regs < acc
+                                              and best[1] * best[2] * regs < MIN_ACCUMULATORS):
+                    best = (score, nvec, rows, way.taps > 1)
+    return best[1:]
+
+
+#: most taps of a sliding reduction loop to unroll inside the rows
+_MAX_TAPS = 7
+
+
+def _loads(a: Analysis, vector: str, rows_loop: str | None) -> tuple[_Loads, str | None]:
+    """How the reads move along the rows (``_Loads``) and the sliding reduction loop, if any."""
+    if rows_loop is None:
+        return _Loads(shared=len(_vector_reads(a, vector)), row_broadcasts=0,
+                      broadcasts=len(a.reads) - len(_vector_reads(a, vector))), None
+    vector_reads = _vector_reads(a, vector)
+    own = [r for r in vector_reads if r.strides.get(rows_loop) != 0]
+    slide = None
+    if own:
+        # a reduction loop along which every read the rows do not share moves as along the rows
+        slide = next((lp.name for lp in a.reduction if 1 < lp.extent <= _MAX_TAPS
+                      and all(r.strides.get(lp.name) == r.strides.get(rows_loop) and r.runs[lp.name] >= lp.extent
+                              for r in own)), None)
+    broadcast = [r for r in a.reads if r.strides.get(vector) == 0]
+    per_row = sum(r.strides.get(rows_loop) != 0 for r in broadcast)
+    return _Loads(shared=len(vector_reads) - len(own), sliding=len(own) if slide else 0,
+                  taps=a.extent(slide) if slide else 1, own=0 if slide else len(own),
+                  row_broadcasts=per_row, broadcasts=len(broadcast) - per_row), slide
 
 
 def _inner_reduction(a: Analysis, vector: str, lanes: int, nr: int, l1: int) -> tuple[str | None, int]:
@@ -422,7 +490,7 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
 
     >>> from workbench.engine.targets import VectorUnit
     >>> plan(analyse(_example()[0]), VectorUnit(8, 16, True, "AVX2"), 32768)
-    Tile(vector='j', lanes=8, nvec=2, rows_loop='i', rows=4, inner='k', kc=0)
+    Tile(vector='j', lanes=8, nvec=2, rows_loop='i', rows=4, inner='k', kc=0, slide=None)
     """
     vector, run = _vector_loop(a, unit.lanes)
     v_ext = a.extent(vector)
@@ -431,9 +499,14 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
     gathers = any(r.kind(vector, v_ext) == "gather" for r in a.reads)
     lanes = _lanes(run, v_ext, unit.lanes, whole=not shared and not gathers)
     u_ext = a.extent(rows_loop) if rows_loop else 1
-    nvec, rows = _register_tile(unit, lanes, v_ext, max(run, lanes), u_ext)
+    loads, slide = _loads(a, vector, rows_loop)
+    if gathers:  # each lane is loaded alone: keep the shared-operand model, which measured better there
+        loads, slide = _Loads(), None
+    nvec, rows, slides = _register_tile(unit, lanes, v_ext, max(run, lanes), u_ext, loads)
     inner, kc = _inner_reduction(a, vector, lanes, nvec * lanes, l1)
-    return Tile(vector, lanes, nvec, rows_loop, rows, inner, kc)
+    if not slides or slide == inner and kc:
+        slide = None  # a blocked inner loop keeps its order
+    return Tile(vector, lanes, nvec, rows_loop, rows, inner, kc, slide)
 
 
 ########## Steps ##########
@@ -531,6 +604,8 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
             red = [f"{t.inner}_0"] + [r for r in red if r != t.inner] + [f"{t.inner}_1"]
         else:
             red = [r for r in red if r != t.inner] + [t.inner]
+    if t.slide:
+        red = [r for r in red if r != t.slide] + [t.slide]
     others = [lp.name for lp in a.spatial if lp.name not in (t.vector, t.rows_loop, *phases)]
     extent = {lp.name: lp.extent for lp in b.loops(m)}
     # unit loops stay outside the fused loop: fusing them into it miscompiles transposed convs
@@ -567,7 +642,7 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
             b.attempt("vectorize", block=blk, loop=inner[-1].name)
     if outer:
         b.do("parallel", block=m, loop=outer[0])
-    for name in phases + u_tile + v_tile[:-1]:
+    for name in phases + ([t.slide] if t.slide else []) + u_tile + v_tile[:-1]:
         b.do("unroll", block=m, loop=name)
     if v_tile:
         b.do("vectorize", block=m, loop=v_tile[-1])
