@@ -99,6 +99,22 @@ def test_a_library_above_the_measured_peak_is_a_warning():
     assert "WARNING" not in format_ceilings(slow)
 
 
+def test_a_peak_below_a_library_is_measured_again_and_the_best_kept():
+    library = (Yardstick("NumPy", 2048, 380.0, 2), Yardstick("PyTorch", 2048, 400.0, 2))
+    rates = iter([243.0, 480.0, 470.0])
+    calls = []
+
+    def measure() -> float:
+        calls.append(1)
+        return next(rates)
+
+    assert ceil_mod._peak_beside(library, 240.0, measure, pause_s=0) == 480.0 and len(calls) == 2  # stops above 400
+    calls.clear()
+    assert ceil_mod._peak_beside(library, 450.0, measure, pause_s=0) == 450.0 and not calls  # above: kept as is
+    slow = iter([250.0] * 9)
+    assert ceil_mod._peak_beside(library, 240.0, lambda: next(slow), tries=3, pause_s=0) == 250.0  # gives up after 3
+
+
 def test_ceilings_with_a_yardstick_round_trip_and_old_files_still_read():
     c = Ceilings(**BASE, isa="AVX2", lanes=8, library=(Yardstick("PyTorch", 1024, 150.0, 2),))
     assert Ceilings.from_json(json.loads(json.dumps(c.to_json()))) == c

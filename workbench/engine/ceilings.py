@@ -59,6 +59,8 @@ FMA_LATENCY = 5
 _PEAK_CONSTANTS = 2
 #: the library yardstick's square GEMM size: large enough for the libraries' best kernels
 YARDSTICK_N = 2048
+#: measurements of the FMA kernel, at most, while a library GEMM runs faster than it
+PEAK_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -388,9 +390,25 @@ def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceiling
     copy_gbs, triad_gbs = _stream_gbs(target, size // 4)
     clock, clock_source = cpu_clock()
     library = library_gemm(cores, yardstick_n)
+    peak = _peak_beside(library, peak, lambda: _peak_gflops(target, shape, cores))
     return Ceilings(cpu_name(), dict(target), peak, copy_gbs, triad_gbs, caches, line,
                     note=note, isa=shape.isa, lanes=shape.lanes, accumulators=shape.accumulators,
                     fma_ports=FMA_PORTS, cores=cores, clock_ghz=clock, clock_source=clock_source, library=library)
+
+
+def _peak_beside(library: tuple[Yardstick, ...], peak: float, measure: Callable[[], float],
+                 tries: int = PEAK_RETRIES, pause_s: float = 1.0) -> float:
+    """The FMA kernel's rate, measured again (``tries`` times at most, ``pause_s`` apart, once the
+    libraries' thread pools are idle) while a library GEMM beats it: on this shared host the same
+    kernel measured 243 and 480 GFLOP/s minutes apart, and a roof below a library is a slow moment,
+    not the machine's peak. The best rate is kept."""
+    best = max((y.gflops for y in library), default=0.0)
+    for _ in range(tries):
+        if peak >= best:
+            break
+        time.sleep(pause_s)
+        peak = max(peak, measure())
+    return peak
 
 
 def _cache_file(target: Mapping) -> Path:
