@@ -177,6 +177,22 @@ def test_a_tile_slides_only_where_its_window_fits_and_the_strides_agree() -> Non
                for unit in (VectorUnit(16, 32, True, "AVX-512"), VectorUnit(8, 16, True, "AVX2")))
 
 
+@pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
+def test_a_grouped_conv_tiles_one_group_at_a_time(target: dict) -> None:
+    """4 channels per group: the output channels share the input's loads within a group only, so
+    the tile holds at most 4 of them and the loop over groups runs outermost (parallel), the
+    output rows inside it reusing the group's input."""
+    graph, op = _conv_graph(2, 32, 32, 28, 3, padding=1, groups=8)
+    func = make_program(graph).funcs[op]
+    tile = plan(analyse(func), vector_unit(target), 32768)
+    assert tile.rows_loop == "i1" and tile.rows == 4  # output channels: one group
+    sch = apply_steps(func, expert_steps(func, op, target))
+    outer = [lp for lp in list_loops(sch, "conv_update") if lp.extent > 1][0]
+    assert outer.kind == "parallel" and outer.name == "i1_0"  # the groups' loop
+    if target is HOST:
+        assert make_program(graph).with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok
+
+
 def test_epilogue_is_applied_on_the_tile() -> None:
     prog = _program("c2d", "default")
     kernel = next(k for k in prog.plan.kernels if "conv" in k.ops)
