@@ -405,10 +405,12 @@ class _Loads:
     broadcasts: int = 0
     #: rows that share one load of a shared read (a grouped conv's input: the group's channels)
     shared_run: int = _RUN_CAP
+    #: loads per vector of the shared reads: its lanes when they gather (a stride-2 conv's input)
+    gather: int = 1
 
     def count(self, rows: int, vectors: int) -> float:
         per_row = self.own * rows + self.sliding * (rows + self.taps - 1) / self.taps
-        shared = self.shared * math.ceil(rows / self.shared_run)
+        shared = self.shared * math.ceil(rows / self.shared_run) * self.gather
         return vectors * (shared + per_row) + self.row_broadcasts * rows + self.broadcasts
 
     def live(self, rows: int, vectors: int) -> int:
@@ -437,8 +439,12 @@ def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: in
                 acc = rows * nvec * regs
                 if acc + way.live(rows, nvec * regs) > unit.registers:
                     break
-                if way.taps > 1 and (u_ext % rows or rows == 1):
-                    continue  # a guarded row in a sliding tile ran 5x slower (MobileNet-V2's depthwise, 5 rows of 28)
+                if way.taps > 1 and rows == 1:
+                    continue
+                if (way.taps > 1 or way.gather > 1) and u_ext % rows:
+                    # a guarded row in a sliding tile ran 6x slower (MobileNet-V2's depthwise, 5 rows
+                    # of 28), in a tile of gathers 1.3-1.9x (ResNet's 3x3 stride 2, 13 rows of 128)
+                    continue
                 guard = 1.0 if u_ext % rows == 0 else 0.9  # a guarded tail costs a test per row
                 # cycles per reduction step: FMAs, loads or the FMA latency chain, whichever binds
                 # (with a cycle of slack on the latency)
@@ -453,6 +459,8 @@ def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: in
 
 #: most taps of a sliding reduction loop to unroll inside the rows
 _MAX_TAPS = 7
+#: widest stride (in elements) of a gather whose lanes count as loads of their own
+_NEAR_GATHER = 4
 
 
 def _loads(a: Analysis, vector: str, rows_loop: str | None) -> tuple[_Loads, str | None]:
@@ -505,8 +513,16 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
     lanes = _lanes(run, v_ext, unit.lanes, whole=not shared and not gathers)
     u_ext = a.extent(rows_loop) if rows_loop else 1
     loads, slide = _loads(a, vector, rows_loop)
-    if gathers:  # each lane is loaded alone: keep the shared-operand model, which measured better there
-        loads, slide = _Loads(), None
+    if gathers:
+        # each lane is loaded alone: where the rows share gathered vectors whose lanes lie a few
+        # floats apart (a stride-2 conv's input across output channels: ResNet's stem 4.6-5.1x on
+        # AVX-512), each costs its lanes in loads, so more rows share fewer of them; elsewhere (a
+        # GEMM's B read across rows of K, a stride-2 depthwise conv) the shared-operand model
+        # measured better
+        shared_gather = rows_loop is not None and any(
+            r.strides.get(rows_loop) == 0 and 1 < abs(r.strides.get(vector) or 0) <= _NEAR_GATHER
+            for r in _vector_reads(a, vector))
+        loads, slide = _Loads(gather=unit.lanes if shared_gather else 1), None
     nvec, rows, slides = _register_tile(unit, lanes, v_ext, max(run, lanes), u_ext, loads)
     inner, kc = _inner_reduction(a, vector, lanes, nvec * lanes, l1)
     if not slides or slide == inner and kc:
