@@ -465,10 +465,9 @@ _NEAR_GATHER = 4
 
 def _loads(a: Analysis, vector: str, rows_loop: str | None) -> tuple[_Loads, str | None]:
     """How the reads move along the rows (``_Loads``) and the sliding reduction loop, if any."""
-    if rows_loop is None:
-        return _Loads(shared=len(_vector_reads(a, vector)), row_broadcasts=0,
-                      broadcasts=len(a.reads) - len(_vector_reads(a, vector))), None
     vector_reads = _vector_reads(a, vector)
+    if rows_loop is None:
+        return _Loads(shared=len(vector_reads), row_broadcasts=0, broadcasts=len(a.reads) - len(vector_reads)), None
     own = [r for r in vector_reads if r.strides.get(rows_loop) != 0]
     slide = None
     if own:
@@ -512,8 +511,9 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
     gathers = any(r.kind(vector, v_ext) == "gather" for r in a.reads)
     lanes = _lanes(run, v_ext, unit.lanes, whole=not shared and not gathers)
     u_ext = a.extent(rows_loop) if rows_loop else 1
-    loads, slide = _loads(a, vector, rows_loop)
-    if gathers:
+    if not gathers:
+        loads, slide = _loads(a, vector, rows_loop)
+    else:
         # each lane is loaded alone: where the rows share gathered vectors whose lanes lie a few
         # floats apart (a stride-2 conv's input across output channels: ResNet's stem 4.6-5.1x on
         # AVX-512), each costs its lanes in loads, so more rows share fewer of them; elsewhere (a
