@@ -413,6 +413,25 @@ def test_a_plain_transpose_moves_four_by_four_tiles_through_registers(target, pr
     _scheduled_matches(g, book)
 
 
+@pytest.mark.parametrize("key, width, block", [("data", 48, 32), ("relu2", 48, 16), ("data", 16, 64)])
+def test_a_transpose_sweeps_the_channels_a_block_at_a_time(key, width, block):
+    """The channels (a plane apart in NCHW) go a block at a time around the W tiles, so a tile
+    sweep keeps a block's streams going instead of all 64: NCHW -> NHWC reads 2 lines' worth of
+    channel rows at once (32 floats), NHWC -> NCHW writes a line's worth (16); source rows
+    shorter than the block (16 W) keep every channel in the sweep."""
+    g = _graph((2, 64, 8, width), out_channels=64)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "channels_last", key))
+    prog = make_program(g, book)
+    (k,) = _conversion_kernels(prog)
+    sch = apply_steps(prog.funcs[k.name], conversion_steps(prog.funcs[k.name], k.name, AVX512))
+    tile = [lp.extent for lp in list_loops(sch, k.name)[-5:]]  # (far block, W tiles, far tiles in it), 4 x 4
+    if block < 64:
+        assert tile == [64 // block, width // 4, block // 4, 4, 4], tile
+    else:  # (the outer loops, fused), W tiles, all channel tiles, 4 x 4
+        assert tile[1:] == [width // 4, 16, 4, 4], tile
+    _scheduled_matches(g, book)
+
+
 @pytest.mark.parametrize("case", ["nchw16c back", "alt output", "alt unfold", "odd sizes"])
 def test_transposes_of_tiled_or_odd_buffers_keep_the_order_model(case):
     """Rows read from the source's tiles (NCHW16c -> NCHW, ALT's tiled output, ALT's unfold

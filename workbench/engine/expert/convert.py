@@ -90,6 +90,13 @@ _TIE = 0.05
 #: lane and ran at 0.8x of the tile-less schedule; at 4: NHWC -> NCHW 1.3-1.4x, NCHW -> NHWC
 #: 1.0-1.2x, NCHW -> NCHW16c 1.2x, each paired with a copy)
 _TRANSPOSE_BYTES = 16
+#: the far loop's block in a transpose (``_far_block``), in lines: indexed by whether the far loop
+#: is the destination's innermost (NCHW -> NHWC, whose tiles read a row of each channel: 2 lines'
+#: worth of channels, 32 streams, 64 -> 75% of a copy timed beside it at 64 channels of 112 W,
+#: 1 line 69%, all 64 at once 50%; with rows of 28 W, 256 channels, a block ran at 0.83-0.96x:
+#: shorter rows than that block nothing) or the source's (NHWC -> NCHW: a line of channels read
+#: whole per pixel, 16 destination rows written; 1.1-1.4x at 64 and 256 channels)
+_FAR_LINES = {True: 2, False: 1}
 
 
 def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
@@ -128,7 +135,8 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     cache = _Cache.of(access.itemsize if access else 4)
     extents = [lp.extent for lp in loops]
     if access is not None and (transpose := _transposed(access, extents)) and \
-            (steps := _transpose_steps(func, kernel, block, transpose, cores)):
+            (steps := _transpose_steps(func, kernel, block, transpose, cores, _far_block(access, extents, transpose,
+                                                                                           cache.line))):
         return steps
     run, width = _vector_run(extents, lanes)
     groups = [(k,) for k in range(len(loops) - run)] + [tuple(range(len(loops) - run, len(loops)))]
@@ -184,26 +192,53 @@ def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int, int]
     return None
 
 
+def _far_block(access: _Access, extents: Sequence[int], transpose: tuple[int, int, int],
+               line: int) -> tuple[int, int]:
+    """``(far, block)``: of the transpose's two loops, the one that steps far in the other
+    buffer (NCHW <-> NHWC: the channels, a plane apart in NCHW), and how many of its values the
+    tile sweeps at a time (the largest multiple of the tile's width that divides its extent
+    and fits ``_FAR_LINES`` lines). Each of the far loop's values is a stream of its own;
+    swept inside the block, the other loop's values move whole lines of the other buffer."""
+    s, d, width = transpose
+    src = int(abs(np.diff(access.source_along(d, np.arange(2, dtype=np.int64)))[0]))
+    dst = math.prod(extents[s + 1:])  # the loops run over the destination's stored shape
+    far = d if src > dst else s
+    most = _FAR_LINES[far == d] * line
+    if far == d and extents[s] < most:
+        return far, extents[far]  # source rows too short for a prefetcher to follow anyway
+    return far, max(b for b in range(width, max(width, most) + 1, width) if extents[far] % b == 0)
+
+
 def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, transpose: tuple[int, int, int],
-                     cores: int) -> list[Step] | None:
+                     cores: int, far_block: tuple[int, int]) -> list[Step] | None:
     """A transpose by ``width`` x ``width`` tiles through registers: loops ``s`` and ``d`` split
-    by ``width`` and moved inside the others (the destination's order, outer ones parallel); the
-    tile is read into a local buffer along the source's rows (``cache_read``, vectorized) and
-    written along the destination's rows (vectorized), both unrolled. Each tile row sweeps the
-    destination's rows ``width`` at a time while the source's rows it reads stay in L1. None
-    when the tile would not read a constant ``width`` x ``width`` region of the source."""
+    by ``width`` and moved inside the others (the destination's order, outer ones parallel),
+    the far loop (``_far_block``) a block of values at a time; the tile is read into a local
+    buffer along the source's rows (``cache_read``, vectorized) and written along the
+    destination's rows (vectorized), both unrolled. None when the tile would not read a
+    constant ``width`` x ``width`` region of the source.
+
+    The order inside the other loops is far block, near tiles, far tiles within the block,
+    tile: a block of channels keeps its streams of 16-byte pieces going on one side while the
+    other side moves whole lines (see ``_FAR_LINES``); a far loop no longer than its block
+    keeps the order source tiles, destination tiles, tile."""
     b = _Builder(func, kernel, block)
     names = [lp.name for lp in b.loops()]
     s, d, width = names[transpose[0]], names[transpose[1]], transpose[2]
+    far, near = (d, s) if names[far_block[0]] == d else (s, d)
+    blocks = far_block[1] < b.loops()[far_block[0]].extent  # else the far loop is a block
     for name in (d, s):
-        b.step("split", loop=name, factors=[None, width])
+        b.step("split", loop=name, factors=[None, far_block[1] // width, width] if name == far and blocks
+               else [None, width])
     others = [n for n in names if n not in (s, d)]
-    b.step("reorder", loops=[*others, f"{s}_0", f"{d}_0", f"{s}_1", f"{d}_1"])
+    tile = [f"{s}_{1 + (s == far and blocks)}", f"{d}_{1 + (d == far and blocks)}"]
+    b.step("reorder", loops=[*others, *([f"{far}_0", f"{near}_0", f"{far}_1"] if blocks else [f"{s}_0", f"{d}_0"]),
+                             *tile])
     parallel_outer(b, b.loops()[:len(others)], cores)
     before = set(list_blocks(b.sch))
     b.step("cache_read", read_index=0, scope="local")
     (tile,) = [blk for blk in list_blocks(b.sch) if blk not in before]
-    shared = len(b.loops()) - 2  # the loops down to the tile's: ``d_0``
+    shared = len(b.loops()) - 2  # the loops down to the tile's: the far tiles' loop
     b.step("compute_at", on=tile, target_block=block, loop=b.loops()[shared - 1].name)
     try:
         region = math.prod(lp.extent for lp in list_loops(b.sch, tile)[shared:])

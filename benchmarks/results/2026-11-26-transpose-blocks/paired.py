@@ -1,0 +1,51 @@
+"""Paired: HEAD's convert.conversion_steps (old) vs the working tree's (new) on transpose cases, with a copy.
+usage: PYTHONPATH=. python work/tr_cmp.py ROUNDS [--mcpu X] [case ...]"""
+import importlib.util, subprocess, sys, math, os
+import numpy as np
+import workbench.engine.expert.convert as new
+from workbench.engine.convbench import ConversionCase, case_conversions, _compile, _random_args
+from workbench.engine.loops import apply_steps
+from workbench.engine.ceilings import stream_copy
+from workbench.engine.bench import call_timer
+from workbench.engine.interleave import interleaved_samples
+open("/tmp/convert_old.py", "w").write(subprocess.check_output(["git", "show", "HEAD:workbench/engine/expert/convert.py"], text=True))
+spec = importlib.util.spec_from_file_location("workbench.engine.expert.convert_old", "/tmp/convert_old.py")
+old = importlib.util.module_from_spec(spec); sys.modules[spec.name] = old; spec.loader.exec_module(old)
+T = {"kind": "llvm", "num-cores": 2}
+args = sys.argv[1:]
+if "--mcpu" in args:
+    i = args.index("--mcpu"); T["mcpu"] = args[i + 1]; del args[i:i + 2]
+ROUNDS = int(args[0]); names = args[1:]
+CASES = [
+    ConversionCase("nhwc64_112", (16, 64, 112, 112), 64, 3, 1, 1, "channels_last"),
+    ConversionCase("nhwc256_28", (16, 256, 28, 28), 256, 3, 1, 1, "channels_last"),
+    ConversionCase("nhwc32_112", (8, 32, 112, 112), 32, 3, 1, 1, "channels_last"),
+    ConversionCase("nhwc512_7", (64, 512, 7, 7), 512, 1, 1, 0, "channels_last"),
+    ConversionCase("nhwc16_56", (32, 16, 56, 56), 16, 3, 1, 1, "channels_last"),
+    ConversionCase("nchw16c", (16, 64, 112, 112), 64, 3, 1, 1, "blocked", {"factor": 16}),
+    ConversionCase("nchw8c", (16, 64, 112, 112), 64, 3, 1, 1, "blocked", {"factor": 8}),
+    ConversionCase("nhwc_small", (1, 64, 56, 56), 64, 3, 1, 1, "channels_last"),
+]
+rng = np.random.default_rng(0)
+for case in CASES:
+    if names and case.name not in names: continue
+    for k, raw, _ in case_conversions(case, T):
+        so, sn = old.conversion_steps(raw, k, T), new.conversion_steps(raw, k, T)
+        if so == sn:
+            print(case.name, k, "same steps"); continue
+        want = _random_args(raw, rng); _compile(raw, T)(*want)
+        timers = {}
+        for name, st in (("old", so), ("new", sn)):
+            f = apply_steps(raw, st).mod["main"]
+            fn = _compile(f, T); a = _random_args(f, rng); a[0] = want[0]; fn(*a)
+            assert np.array_equal(a[-1].numpy(), want[-1].numpy()), (case.name, k, name)
+            timers[name] = call_timer(lambda fn=fn, a=a: fn(*a))
+        nbytes = sum(4 * math.prod(int(n) for n in p.shape) for p in raw.params)
+        elems = nbytes // 8 // 16 * 16
+        cp = stream_copy(elems); cf = _compile(cp, T); ca = _random_args(cp, rng)
+        timers["copy"] = call_timer(lambda: cf(*ca))
+        s = interleaved_samples(timers, ROUNDS)
+        pct = {n: [100 * c / v for c, v in zip(s["copy"], s[n])] for n in ("old", "new")}
+        ratio = [o / n for o, n in zip(s["old"], s["new"])]
+        print(f"{case.name:12s} {k:18s} {nbytes/1e6:6.1f}MB old {np.median(s['old']):.3f}ms ({np.median(pct['old']):.0f}%) "
+              f"new {np.median(s['new']):.3f}ms ({np.median(pct['new']):.0f}%) new/old speed {min(ratio):.2f}-{max(ratio):.2f}x", flush=True)
