@@ -14,11 +14,13 @@ from workbench.engine.graph import GraphBuilder
 from workbench.engine.keys import apply_actions, apply_layout
 from workbench.engine.presets import preset_actions
 from workbench.engine.propagate import plan_layouts
-from workbench.viz.graph import collapse_kernels, display_graph, graph_figure
+from workbench.viz.blocks import find_blocks
+from workbench.viz.graph import FIT, chart_width, collapse_kernels, display_graph, graph_figure
 from workbench.viz.kernels import latency_bars_figure
 from workbench.viz.roofline import roofline_figure
 from workbench.viz.axes import log_axis
-from workbench.viz.tuning import best_so_far, candidate_scores, candidates_figure, progress_figure, tuning_curves_figure
+from workbench.viz.tuning import (best_so_far, candidate_scores, candidates_figure, progress_figure, trial_table,
+                                  tuning_curves_figure)
 
 
 def _labels(fig) -> list[str]:
@@ -258,6 +260,83 @@ def test_an_empty_graph_is_an_empty_figure():
     assert graph_figure(g, plan_layouts(g, LayoutBook())).data == ()
 
 
+def _fit_scale(fig) -> float:
+    """Pixels per unit of a fitted figure: its plot's height over its y range (the axes are 1:1)."""
+    (y0, y1), m = fig.layout.yaxis.range, fig.layout.margin
+    return (fig.layout.height - m.t - m.b) / (y1 - y0)
+
+
+def _drawn_points(fig) -> list[tuple[float, float]]:
+    """Every point of the drawing's lines: node boxes, edges, kernel outlines."""
+    return [(x, y) for tr in fig.data if tr.mode == "lines" for x, y in zip(tr.x, tr.y) if x is not None]
+
+
+#: big graphs, fitted: a network expanded and with its blocks collapsed, bert with long tiled labels
+FITS = [("mobilenet_v2", None, False), ("mobilenet_v2", None, True), ("resnet18", None, False),
+        ("bert_tiny_layer", None, False), ("bert_tiny_layer", ("nkn", "out"), False)]
+
+
+@pytest.mark.parametrize("model, preset, fold", FITS)
+def test_a_fitted_graph_is_all_in_view_and_no_two_labels_overlap(model, preset, fold):
+    """Text keeps its pixel size when the drawing is scaled down: the fitted figure keeps the
+    labels that have room, none overlapping another at the figure's scale (pixel boxes from the
+    test's own text estimate), inside the chart; the whole graph is in the axes' ranges, in a
+    chart no wider than asked for; the hover text keeps every op and every edge label."""
+    g, plan = _plan(model, preset)
+    fig = graph_figure(g, plan, collapse_blocks=fold, selected="add5" if model == "mobilenet_v2" else None, fit=FIT)
+    scale = _fit_scale(fig)
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    assert scale < 1 and chart_width(fig) == max(round((x1 - x0) * scale), 320) <= FIT[0]
+    assert fig.layout.height - fig.layout.margin.t <= FIT[1]  # the plot; the legend's rows above it
+    points = _drawn_points(fig)
+    assert all(x0 < x < x1 and y0 < y < y1 for x, y in points)
+    boxes = []
+    for tr in fig.data:
+        if tr.mode == "text":
+            for x, y, t, pos in zip(tr.x, tr.y, tr.text, tr.textposition):
+                w, h = _extent(t, tr.textfont.size)
+                left = x * scale - {"middle right": 0, "middle left": w}.get(pos, w / 2)  # beside a box, or on it
+                boxes.append((t, (left, left + w, y * scale - h / 2, y * scale + h / 2)))
+    for a in fig.layout.annotations:
+        w, h = _extent(a.text, a.font.size)
+        boxes.append((a.text, (a.x * scale, a.x * scale + w, a.y * scale - h / 2, a.y * scale + h / 2)))
+    assert not [(a, b) for i, (a, ra) in enumerate(boxes) for b, rb in boxes[i + 1:] if _overlap(ra, rb)]
+    assert not [t for t, b in boxes if b[0] < x0 * scale or b[1] > x1 * scale or b[2] < y0 * scale or b[3] > y1 * scale]
+    names = {n for tr in fig.data if tr.mode == "text" for n in tr.customdata}
+    assert len(names) >= 10  # op names first, then edge labels where there is room (bert's, at half size)
+    assert model != "bert_tiny_layer" or len(fig.layout.annotations) >= 10
+    routes = _routes(fig)
+    hovered = {n for tr in fig.data if tr.mode == "markers" and tr.customdata is not None for n in tr.customdata}
+    tips = [h for tr in fig.data if tr.hovertext is not None and tr.customdata is None for h in tr.hovertext]
+    assert {n for e in routes for n in e.split("→")} <= hovered and len(tips) == len(routes)
+    assert fold or {n.name for n in g.nodes} <= hovered
+    if model == "mobilenet_v2":  # the selected op's name (or its block's) claims its room first
+        d = display_graph(g, plan)
+        assert (next(b.name for b in find_blocks(d) if "add5" in b.ops) if fold else "add5") in names
+
+
+def test_a_graph_that_fits_at_full_size_is_fitted_with_every_label():
+    g, plan = _plan("r18_block")
+    full, fitted = graph_figure(g, plan, height=100_000), graph_figure(g, plan, fit=FIT)
+    assert _fit_scale(fitted) == pytest.approx(1, abs=0.01)
+    assert _labels(fitted) == _labels(full)
+    assert [tr.text for tr in fitted.data if tr.mode == "text"] == [tr.text for tr in full.data if tr.mode == "text"]
+
+
+def test_a_150_op_network_is_fitted_well_under_a_second():
+    import time
+
+    g = residual_chain(150)
+    plan = plan_layouts(g, LayoutBook())
+    graph_figure(g, plan, fit=FIT)  # warm: igraph, plotly's validators
+    t0 = time.perf_counter()
+    fig = graph_figure(g, plan, fit=FIT, search="add20")
+    assert time.perf_counter() - t0 < 1.0
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    assert all(x0 < x < x1 and y0 < y < y1 for x, y in _drawn_points(fig))
+    assert "<b>add20</b>" in next(tr.text for tr in fig.data if tr.mode == "text")  # the match shows its name
+
+
 def test_best_so_far_and_curves():
     rows = [{"task": "a", "stage": "joint", "layout": "L1", "latency_ms": 5.0},
             {"task": "a", "stage": "joint", "layout": "L1", "latency_ms": None, "error": "boom"},
@@ -314,6 +393,63 @@ def test_the_program_curve_sums_the_tasks_bests_once_each_has_one():
     program = next(tr for tr in fig.data if tr.name.startswith("program"))
     assert list(program.y) == [None, None, 4.5, 3.5] and list(program.x) == [1, 2, 3, 4]
     assert not any(tr.name.startswith("program") for tr in progress_figure(rows[:1]).data)  # one task: no sum
+
+
+def test_each_tasks_curve_sits_at_the_runs_measurements_like_the_program_curve():
+    """r18_block, loop stage, budget 6: conv1's three trials, then conv2's, each counting its own
+    trials from 1. On the shared axis conv2's points are measurements 4-6, where the program's
+    sum starts (not 1-3, left of conv1's)."""
+    rows = [{"task": "conv1", "stage": "loop", "trial": t, "latency_ms": 3.0 - t / 10} for t in (1, 2, 3)] + [
+        {"task": "conv2", "stage": "loop", "trial": t, "latency_ms": 2.0 - t / 10} for t in (1, 2, 3)]
+    fig = progress_figure(rows, tasks=["conv1", "conv2"])
+    xs = {tr.name: list(tr.x) for tr in fig.data}
+    assert xs["conv1: best"] == xs["conv1: trials"] == [1, 2, 3]
+    assert xs["conv2: best"] == xs["conv2: trials"] == [4, 5, 6]
+    program = next(tr for tr in fig.data if tr.name.startswith("program"))
+    assert list(program.x) == [1, 2, 3, 4, 5, 6] and list(program.y)[:3] == [None] * 3
+    assert list(program.y)[3:] == pytest.approx([2.7 + 1.9, 2.7 + 1.8, 2.7 + 1.7])
+    bad = [{"task": "a", "latency_ms": 1.0}, {"task": "b", "latency_ms": None, "error": "boom"},
+           {"task": "b", "latency_ms": 2.0}]
+    failed = next(tr for tr in progress_figure(bad).data if tr.name == "b: failed")
+    assert list(failed.x) == [2]
+
+
+def test_the_trial_table_numbers_measurements_as_the_curves_do():
+    """The joint stage: each layout candidate's short tuning counts its trials from 1, then the
+    loop stage goes on from the chosen one's: the table numbers rows by the run's measurement,
+    unique, and a point's x on the curves is its row's number."""
+    rows = [{"task": "conv", "stage": "joint", "trial": 1, "layout": "default", "latency_ms": 0.9},
+            {"task": "conv", "stage": "joint", "trial": 1, "layout": "alt_tiled(ot=16)", "latency_ms": 0.7},
+            {"task": "conv", "stage": "loop", "trial": 2, "layout": "alt_tiled(ot=16)", "latency_ms": None},
+            {"task": "conv", "stage": "loop", "trial": 3, "layout": "alt_tiled(ot=16)", "latency_ms": 0.6}]
+    table = trial_table(rows)
+    assert [r["measurement"] for r in table] == [1, 2, 3, 4] and "trial" not in table[0]
+    points = next(tr for tr in progress_figure(rows).data if tr.name == "conv: trials")
+    measured = {r["measurement"]: r["latency ms"] for r in table if r["latency ms"] is not None}
+    assert dict(zip(points.x, points.y)) == measured
+
+
+def test_the_tuning_result_lists_only_tuned_kernels_and_what_applying_adds():
+    """The joint stage on r18_stem: one tuned step (conv, with its layout) and the pad kernel's
+    analytic schedule as loop actions: one tuned kernel, no "nan ms"."""
+    from workbench.engine.step import Step
+    from workbench.viz.tuning import result_text, tuned_kernels
+
+    layout = {"kind": "layout", "tensor": "conv", "preset": "alt_tiled", "params": {"ot": 16}}
+    conv = Step.make("tuned", "conv", "tuned", stage="joint+loop", layouts=[layout], trace=[[], []],
+                     latency_ms=0.6276, measurements=6)
+    pad = [Step.make("loop", "pad", p, block="pad") for p in ("reorder", "fuse", "parallel", "vectorize")]
+    text = result_text([conv, *pad])
+    assert text.startswith("1 tuned kernel: conv 0.6276 ms.") and "nan" not in text
+    assert "adds 5 actions: conv's tuned schedule in layout alt_tiled(ot=16); pad's schedule (4 loop actions)." in text
+    twin = Step.make("tuned", "conv2", "tuned", stage="joint+loop (from conv)", trace=[[], []], latency_ms=0.6276,
+                     measurements=0)
+    again = Step.make("tuned", "conv3", "tuned", stage="joint+loop (re-applied)", trace=[[], []], measurements=0)
+    assert tuned_kernels([conv, *pad, twin, again]) == [("conv", 0.6276, None), ("conv2", 0.6276, "conv")]
+    text = result_text([conv, twin, again])
+    assert text.startswith("2 tuned kernels: conv 0.6276 ms, conv2 0.6276 ms (conv's result") and "nan" not in text
+    assert "conv3's tuned schedule (re-applied)" in text
+    assert result_text(pad).startswith("no kernel tuned. Applying it adds 4 actions")
 
 
 def test_log_axes_carry_readable_ticks():

@@ -9,7 +9,7 @@ from workbench.engine.graph_view import op_details
 from workbench.engine.words import plural
 from workbench.pages import _state
 from workbench.viz.blocks import MANY_OPS, find_blocks
-from workbench.viz.graph import display_graph, graph_figure, matching_ops
+from workbench.viz.graph import FIT, chart_width, display_graph, graph_figure, matching_ops
 from workbench.viz.preview import figure_svg
 
 # A new tab fetches and evaluates Plotly (1-2 s) only once the chart arrives: a static drawing of
@@ -34,7 +34,8 @@ blocks = [b.name for b in found]
 FOLD, UNFOLDED = f"graph_blocks:{graph.name}", f"graph_expanded_blocks:{graph.name}"
 st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernels), 'kernel')}, "
            f"{plural(len(plan.conversions), 'conversion op')}. "
-           "Click an op to select it for the other pages; drag to pan, double-click to fit the whole graph.")
+           "Click an op (or find one) to select it for the other pages; drag to pan, double-click to come back to "
+           "this view; **Fit the whole graph** shows all of it.")
 _state.show_messages()
 
 
@@ -50,19 +51,26 @@ def _clicked() -> None:
         st.session_state[UNFOLDED] = [*st.session_state.get(UNFOLDED, []), picked]
 
 
-def view_controls() -> tuple[str, str | None, bool, bool, list[str]]:
-    """The toolbar: the search query and the match to show, whether kernels and repeated blocks
-    are drawn collapsed, and the kernels and blocks expanded all the same."""
+def view_controls() -> tuple[str, str | None, bool, bool, list[str], bool]:
+    """The toolbar: the search query and the match to show (the selected op too), whether kernels
+    and repeated blocks are drawn collapsed, the kernels and blocks expanded all the same, and
+    whether the whole graph is fitted to the chart."""
     with st.container(horizontal=True, vertical_alignment="bottom"):
         query = st.text_input("Find op", key="graph_search", placeholder="part of an op name", width=220)
         matches = matching_ops(ops, query)
         match = None
         if matches:
             match = st.selectbox(f"{len(matches)} of {len(ops)} ops match (outlined in yellow)", matches,
-                                 key="graph_match", width=260,
-                                 on_change=lambda: _state.select(st.session_state.graph_match))
-        elif query:
-            st.caption("no op matches")
+                                 key="graph_match", width=260)
+            # the match shown is the selected op, as a click would make it, from the run that shows it
+            # (a new query picks its first match): a click on another op stands until either changes
+            if st.session_state.get("graph_search_pick") != (picked := (graph.name, query, match)):
+                st.session_state.graph_search_pick = picked
+                _state.select(match)
+        else:
+            st.session_state.pop("graph_search_pick", None)  # the same query typed again picks again
+            if query:
+                st.caption("no op matches")
         collapse = st.toggle("Collapse fused kernels", key="graph_collapse", disabled=not fused, width="content",
                              help="Draw each fused kernel as one node; click one to expand it.")
         expanded = st.multiselect("Expanded kernels", fused, key="graph_expanded", width=260) if collapse else []
@@ -71,7 +79,11 @@ def view_controls() -> tuple[str, str | None, bool, bool, list[str]]:
                                                "say) as one node; click one to expand it.")
         if fold and blocks:
             expanded = [*expanded, *st.multiselect("Expanded blocks", blocks, key=UNFOLDED, width=260)]
-    return query, match, collapse, fold, expanded
+        fit = st.toggle("Fit the whole graph", key="graph_fit", width="content",
+                        help="Scale the drawing down to show every op at once, with the names and labels there "
+                             "is room for (hover an op or an edge for the rest); off, every label shows at full "
+                             "size.")
+    return query, match, collapse, fold, expanded, fit
 
 
 def op_panel(op: str) -> None:
@@ -86,19 +98,23 @@ def op_panel(op: str) -> None:
                     f"[{t.layout}] stored {'x'.join(map(str, t.stored))}")
 
 
-query, match, collapse, fold, expanded = view_controls()
+query, match, collapse, fold, expanded, fit = view_controls()
 figure = graph_figure(graph, plan, changed=changed, selected=_state.selected(), search=query, focus=match,
-                      collapse=collapse, expanded=expanded, collapse_blocks=fold, found=found)
-x0, x1 = figure.layout.xaxis.range or (0, 0)
-# the chart as wide as the drawing at one pixel per unit (the figure keeps text that size); the
-# side panel beside it when the page is wide enough, else below it
+                      collapse=collapse, expanded=expanded, collapse_blocks=fold, found=found, fit=FIT if fit else None)
+# the chart as wide as the drawing at its scale (one pixel per unit, or fitted: the figure keeps text
+# that size and leaves out what has no room at this width); the side panel beside it when the page
+# is wide enough, else below it
 with st.container(horizontal=True, gap="medium"):
-    with st.container(width=max(int(x1 - x0), 320), key="graph_box"):
-        if figure.data and not st.session_state.get("graph_preview_sent"):
+    with st.container(width=chart_width(figure), key="graph_box"):
+        # the static drawing is of a one-pixel-per-unit view
+        if figure.data and not fit and not st.session_state.get("graph_preview_sent"):
             st.session_state.graph_preview_sent = True
             st.markdown(f'{PREVIEW_CSS}<div class="graph-preview">{figure_svg(figure)}</div>', unsafe_allow_html=True)
+        # Plotly's autoscale and zoom-out shrink the drawing under text that keeps its size: gone, and a
+        # double-click comes back to the figure's own view (the fit toggle shows the whole graph)
         st.plotly_chart(figure, key="graph_chart", on_select=_clicked, selection_mode="points", width="stretch",
-                        config={"displaylogo": False})
+                        config={"displaylogo": False, "doubleClick": "reset",
+                                "modeBarButtonsToRemove": ["autoScale2d", "zoomOut2d"]})
     with st.container(width=320):
         if (op := _state.selected()) in ops:
             op_panel(op)

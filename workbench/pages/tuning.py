@@ -17,7 +17,7 @@ from workbench.engine.tuning.rpc import RpcConfig
 from workbench.engine.tuning.worker import Job, session_job_spec, start_job
 from workbench.pages import _state
 from workbench.engine.words import plural
-from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure, trial_table
+from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure, result_text, trial_table
 
 st.title("Auto-tuning")
 session = _state.session()
@@ -133,11 +133,10 @@ live()
 
 if job is not None and not job.running() and (tuned := job.tuned_state(owner)) is not None:
     base_key, base_len = st.session_state.get("tune_base", ("", 0))
-    new = tuned.session.steps[base_len:]
-    st.success(f"Tuning done: {plural(len(new), 'tuned kernel')}. " + ", ".join(
-        f"{s.target} {s.get('latency_ms', float('nan')):.4f} ms" for s in new)
-        + ". These are the tuner's figures (one measurement per candidate: the median of its repeats); a replay of the applied session "
-          "(Sessions page) times each kernel over repeats and says whether it differs from them beyond the noise.")
+    # the steps past the base: tuned kernels, and for the joint stage the schedules of the kernels it did not tune
+    st.success(f"Tuning done: {result_text(tuned.session.steps[base_len:])} These are the tuner's figures (one "
+               "measurement per candidate: the median of its repeats); a replay of the applied session "
+               "(Sessions page) times each kernel over repeats and says whether it differs from them beyond the noise.")
     if base_key != session.key():
         st.warning("The session changed since this run started; applying replaces it with the tuned one.")
     st.button("Apply the result to the session", key="tune_apply", type="primary", on_click=_state.act,

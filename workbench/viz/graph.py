@@ -19,10 +19,18 @@ so this module stays free of TVM). ``changed`` names tensors to highlight (those
 layout in the last action); ``selected`` is the op the user clicked; ``search`` outlines the ops
 whose name contains it. Fused kernels and repeated blocks (``blocks``) can each be drawn as one
 node.
+
+Fit to view: Plotly keeps text at its pixel size whatever the zoom, so a graph zoomed out to fit
+its chart piles its labels up. ``graph_figure(..., fit=(width, height))`` draws the whole graph
+scaled down into a chart of that size instead, with only the labels that have room at that scale
+(greedily, each clear of those kept before it: op names first, on their box or beside it, then
+the edges' tensors and shapes, kernel titles, the edges' layouts, the ops' operators); hover
+text keeps everything.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -37,8 +45,8 @@ if TYPE_CHECKING:  # engine types, for readers only
     from workbench.engine.graph import Graph
     from workbench.engine.propagate import Plan
 
-__all__ = ["KIND_COLOURS", "Box", "GraphGeometry", "collapse_kernels", "display_graph", "graph_figure",
-           "graph_geometry", "matching_ops", "text_size"]
+__all__ = ["FIT", "KIND_COLOURS", "Box", "GraphGeometry", "chart_width", "collapse_kernels", "display_graph",
+           "graph_figure", "graph_geometry", "matching_ops", "text_size"]
 
 KIND_COLOURS = {"complex": "#1f77b4", "elementwise": "#2ca02c", "other": "#7f7f7f", "opaque": "#8c564b",
                 "conversion": "#d62728", "fused conversion": "#ff9896", "input": "#bcbd22", "output": "#17becf",
@@ -396,21 +404,30 @@ def _routes(g: nx.DiGraph, boxes: dict[str, Box], lanes: dict[tuple[str, str], l
 
 ########## The figure ##########
 
-#: the figure's height cap in pixels: a taller graph opens on a window of it (pan, or double-click to fit)
+#: the figure's height cap in pixels: a taller graph opens on a window of it (pan, or fit it to the chart)
 VIEW_MAX = 1000
+#: the narrowest chart the page draws (the legend needs it); Plotly widens a narrower drawing's x range
+MIN_CHART = 320
+#: a row of the legend above the plot, in pixels, and the room of an entry besides its name's text
+LEGEND_ROW, LEGEND_ENTRY = 29, 44
+#: the largest chart the fit view draws into (width, height in pixels): the room beside the side
+#: panel on a 1400-pixel wide window with the sidebar open (about 590 pixels)
+FIT = (560, VIEW_MAX)
 
 
 def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), selected: str | None = None,
                  height: int | None = None, search: str = "", focus: str | None = None, collapse: bool = False,
                  expanded: Collection[str] = (), collapse_blocks: bool = False,
-                 found: Sequence["blocks.Block"] | None = None) -> go.Figure:
+                 found: Sequence["blocks.Block"] | None = None, fit: tuple[int, int] | None = None) -> go.Figure:
     """The figure. Node ``customdata`` is the node name (for click selection); every edge label
     is a layout annotation; the edge traces carry ``customdata`` ``"a→b"`` on each point of the
     edge's polyline. ``collapse`` draws each fused kernel, ``collapse_blocks`` each repeated block
     (``blocks.find_blocks``), as one node, except those named in ``expanded``. The view opens on
     the whole graph when it fits ``height`` (default ``VIEW_MAX``) at one pixel per unit, else on
     the part around ``focus`` (default: the first search match, else the selected op). ``found``:
-    the blocks ``find_blocks`` gave for this graph, when the caller has them already."""
+    the blocks ``find_blocks`` gave for this graph, when the caller has them already. ``fit``: a
+    chart's (width, height) in pixels: the whole graph scaled down into it (never up), with the
+    labels that have room at that scale (see the module docstring)."""
     g = display_graph(graph, plan)
     if collapse_blocks:  # first: blocks are found on the ops, and a collapsed block takes its kernels with it
         g = blocks.collapse_blocks(g, blocks.find_blocks(g) if found is None else found, expanded)
@@ -424,28 +441,190 @@ def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), se
     if not g:
         return go.Figure(data=[], layout=layout)
     found = _found(g, search)
-    traces = _kernel_fills(geo) + _node_boxes(g, geo) + _edge_traces(g, geo, changed) + _node_marks(g, geo, selected, found)
+    b = geo.bounds
+    if fit:
+        scale, xrange, yrange = _fit_view(b, *fit)
+        plot_h = round((yrange[1] - yrange[0]) * scale)
+    else:
+        scale, full_h = 1.0, b.y1 - b.y0 + 2 * MARGIN
+        view_h = min(full_h, height or VIEW_MAX)
+        focus = next((n for n in [focus, *sorted(found), selected] if n in geo.centres), None)
+        top = b.y1 + MARGIN
+        if focus and view_h < full_h:  # open around the op the user is looking for
+            top = min(top, max(b.y0 - MARGIN + view_h, geo.centres[focus][1] + view_h / 2))
+        xrange, yrange, plot_h = (b.x0 - MARGIN, b.x1 + MARGIN), (top - view_h, top), int(view_h)
+    # a selected op inside a collapsed kernel or block outlines the node that holds it
+    holder = [n for n, d in g.nodes(data=True) if selected in d.get("members", ())]
+    text = _drawn_texts(g, geo, scale, Box(*xrange, *yrange), first=[selected, *holder, *sorted(found)], hot=changed)
+    if fit:  # as wide as the drawing and the labels kept (in pixels: MARGIN around them), no wider than asked
+        left, right = min(b.x0, text.span[0]) - MARGIN / scale, max(b.x1, text.span[1]) + MARGIN / scale
+        xrange = (max(xrange[0], left), min(xrange[1], right))
+    traces = (_kernel_fills(geo) + _node_boxes(g, geo) + _edge_traces(g, geo, changed, scale)
+              + _node_marks(g, geo, selected, holder, found, text, scale))
     notes = [{"x": x, "y": y, "text": _kernel_title(k), "showarrow": False, "xanchor": "left", "yanchor": "middle",
-              "font": {"size": EDGE_FONT, "color": KERNEL_LINE}} for k, (x, y) in geo.titles.items()]
-    notes += [{"x": x, "y": y, "text": _edge_text(g.edges[e]), "showarrow": False, "xanchor": "left", "yanchor": "middle",
+              "font": {"size": EDGE_FONT, "color": KERNEL_LINE}}
+             for k, (x, y) in geo.titles.items() if k in text.titles]
+    notes += [{"x": x, "y": y, "text": text.edges[e], "showarrow": False, "xanchor": "left", "yanchor": "middle",
                "align": "left", "borderpad": 1, "bgcolor": "rgba(255,255,255,0.85)",
                "font": {"size": EDGE_FONT, "color": HOT if g.edges[e]["tensor"] in changed else "#444"}}
-              for e, (x, y) in geo.labels.items()]
-    b = geo.bounds
-    full_h = b.y1 - b.y0 + 2 * MARGIN
-    view_h = min(full_h, height or VIEW_MAX)
-    focus = next((n for n in [focus, *sorted(found), selected] if n in geo.centres), None)
-    top = b.y1 + MARGIN
-    if focus and view_h < full_h:  # open around the op the user is looking for
-        top = min(top, max(b.y0 - MARGIN + view_h, geo.centres[focus][1] + view_h / 2))
+              for e, (x, y) in geo.labels.items() if e in text.edges]
+    # the legend's rows above the plot (Plotly's automargin would take them from the plot, and the scale)
+    legend_h = LEGEND_ROW * _legend_rows([t["name"] for t in traces if t.get("showlegend", True) and t.get("name")],
+                                         max(round((xrange[1] - xrange[0]) * scale), MIN_CHART))
     layout |= {
-        "height": int(view_h) + 28, "annotations": notes, "hovermode": "closest",
-        # one unit is one pixel at this zoom: the x range widens on a wide screen, never the text
-        "xaxis": {"visible": False, "range": [b.x0 - MARGIN, b.x1 + MARGIN], "constrain": "range"},
-        "yaxis": {"visible": False, "range": [top - view_h, top], "scaleanchor": "x", "scaleratio": 1},
-        "uirevision": f"{focus}",  # keep the user's pan and zoom until the focus changes
+        "height": plot_h + legend_h, "margin": {"l": 0, "r": 0, "t": legend_h, "b": 0}, "annotations": notes,
+        "hovermode": "closest",
+        # one unit is `scale` pixels (one, but when fitted): the x range widens on a wide screen, never the text
+        "xaxis": {"visible": False, "range": list(xrange), "constrain": "range"},
+        "yaxis": {"visible": False, "range": list(yrange), "scaleanchor": "x", "scaleratio": 1},
+        # keep the user's pan and zoom until the focus changes, or the view is fitted or no longer
+        "uirevision": f"{focus}" + " (fit)" * bool(fit),
     }
     return go.Figure(data=traces, layout=layout)
+
+
+def chart_width(fig: go.Figure) -> int:
+    """The pixels ``graph_figure``'s x range takes at its scale (its y range fills the plot's
+    height), at least ``MIN_CHART``: a chart this wide shows it as drawn (the legend's rows as the
+    figure counted them); a wider one adds room on both sides."""
+    lay = fig.layout
+    if not lay.xaxis.range or not lay.yaxis.range:
+        return MIN_CHART
+    (x0, x1), (y0, y1) = lay.xaxis.range, lay.yaxis.range
+    return max(round((x1 - x0) * (lay.height - lay.margin.t - lay.margin.b) / (y1 - y0)), MIN_CHART)
+
+
+def _legend_rows(names: Iterable[str], width: float) -> int:
+    """How many rows Plotly's horizontal legend takes for ``names`` in a chart ``width`` wide."""
+    rows, used = 1, 0.0
+    for name in dict.fromkeys(names):
+        entry = LEGEND_ENTRY + text_size(name, 10)[0]
+        if used and used + entry > width:
+            rows, used = rows + 1, 0.0
+        used += entry
+    return rows
+
+
+def _fit_view(b: Box, width: int, height: int) -> tuple[float, tuple[float, float], tuple[float, float]]:
+    """The scale (pixels per unit, at most 1) that shows ``b`` and a ``MARGIN`` of pixels around
+    it in a ``width`` x ``height`` chart, and the axes' ranges: the chart's width, centred on the
+    drawing (labels may take it; ``graph_figure`` trims what they leave), by the drawing's height
+    (the chart no taller than the drawing needs)."""
+    scale = min(1.0, (width - 2 * MARGIN) / max(b.x1 - b.x0, 1), (height - 2 * MARGIN) / max(b.y1 - b.y0, 1))
+    plot_h = min(height, math.ceil((b.y1 - b.y0) * scale + 2 * MARGIN))
+    cx, cy = (b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2
+    return scale, (cx - width / 2 / scale, cx + width / 2 / scale), (cy - plot_h / 2 / scale, cy + plot_h / 2 / scale)
+
+
+########## Labels that have room ##########
+
+#: the order in which op names claim room in a fitted view: collapsed groups and the heavy ops first
+_NAME_RANK = {"block": 0, "kernel": 0, "complex": 0, "input": 1, "output": 1, "opaque": 1, "other": 2,
+              "elementwise": 2, "conversion": 3, "fused conversion": 3}
+LABEL_GAP = 2  # pixels kept clear around each label of a fitted view
+BESIDE = 3  # pixels between a box and its name moved beside it
+_CELL = 64  # pixels: the side of a bucket of ``_Room``
+
+
+class _Texts(NamedTuple):
+    """The texts to draw: a node's, an edge label's (by edge), the kernels whose title shows, the
+    nodes whose text moved beside their box (x of its anchor, Plotly's textposition), and how far
+    left and right (x in units) the texts reach."""
+
+    nodes: dict[str, str]
+    edges: dict[tuple[str, str], str]
+    titles: set[str]
+    places: dict[str, tuple[float, str]]
+    span: tuple[float, float] = (math.inf, -math.inf)
+
+
+class _Room:
+    """Pixel boxes of the labels kept so far, bucketed by ``_CELL`` squares so that a new label is
+    checked against its neighbours only; a label must also lie inside ``frame``."""
+
+    def __init__(self, frame: Box) -> None:
+        self.frame, self.cells = frame, {}
+        self.left, self.right = math.inf, -math.inf  # how far the kept boxes reach
+
+    def _cells(self, b: Box) -> list[tuple[int, int]]:
+        return [(i, j) for i in range(int(b.x0 // _CELL), int(b.x1 // _CELL) + 1)
+                for j in range(int(b.y0 // _CELL), int(b.y1 // _CELL) + 1)]
+
+    def take(self, key: Any, b: Box) -> bool:
+        """Keep ``b`` if it is inside the frame and clear of every kept box but ``key``'s own."""
+        f = self.frame
+        if b.x0 < f.x0 or b.x1 > f.x1 or b.y0 < f.y0 or b.y1 > f.y1:
+            return False
+        cells = self._cells(b)
+        if any(k != key and o.x0 < b.x1 and b.x0 < o.x1 and o.y0 < b.y1 and b.y0 < o.y1
+               for c in cells for k, o in self.cells.get(c, ())):
+            return False
+        for c in cells:
+            self.cells.setdefault(c, []).append((key, b))
+        self.left, self.right = min(self.left, b.x0), max(self.right, b.x1)
+        return True
+
+
+def _text_box(x: float, y: float, text: str, size: float, position: str) -> Box:
+    """The pixel box of ``text`` at pixel (``x``, ``y``) and Plotly's textposition ``position``:
+    "middle right" starts it there, "middle left" ends it there, "middle center" centres it."""
+    w, h = text_size(text, size)
+    x0 = {"middle right": x, "middle left": x - w}.get(position, x - w / 2)
+    return Box(x0 - LABEL_GAP, x0 + w + LABEL_GAP, y - h / 2 - LABEL_GAP, y + h / 2 + LABEL_GAP)
+
+
+def _drawn_texts(g: nx.DiGraph, geo: GraphGeometry, scale: float, view: Box, first: Sequence[str | None],
+                 hot: Collection[str]) -> _Texts:
+    """Every label in full at one pixel per unit (the geometry gave each its room). Scaled down,
+    greedily, each in a box clear of those kept before it and inside ``view``: the op names (the
+    nodes in ``first``, then by ``_NAME_RANK``; on its box, else beside it, left or right: a
+    column of ops has room on its sides), the edges' tensors and shapes (those in ``hot`` first),
+    kernel titles, then the edges' layouts and the ops' operators as a second line. A short
+    text's box lies inside its long one's (same anchor), so a text grows in place."""
+    full = _Texts({n: _node_text(d) for n, d in g.nodes(data=True)}, {e: _edge_text(d) for e, d in g.edges.items()},
+                  set(geo.titles), {})  # the geometry's bounds take them in
+    if scale >= 1:
+        return full
+    room = _Room(Box(view.x0 * scale, view.x1 * scale, view.y0 * scale, view.y1 * scale))
+    rank = {n: i for i, n in enumerate(n for n in first if n in g)}
+    order = sorted(g.nodes, key=lambda n: (rank.get(n, len(rank)), _NAME_RANK.get(g.nodes[n]["kind"], 2)))
+    out = _Texts({}, {}, set(), {})
+
+    def places(n: str, text: str) -> list[tuple[float, str]]:
+        """Where a node's text may go: on its box when it fits there, else beside it (left first: edge
+        labels start right of their edge), else on it all the same; a diamond's is beside it."""
+        if g.nodes[n]["kind"] in _DIAMONDS:
+            return [(geo.texts[n][0], "middle right")]
+        b, on = geo.boxes[n], (geo.texts[n][0], "middle center")
+        beside = [(b.x0 - BESIDE / scale, "middle left"), (b.x1 + BESIDE / scale, "middle right")]
+        return [on, *beside] if text_size(text, NODE_FONT)[0] <= (b.x1 - b.x0) * scale else [*beside, on]
+
+    def node_box(n: str, text: str, place: tuple[float, str]) -> Box:
+        return _text_box(place[0] * scale, geo.texts[n][1] * scale, text, NODE_FONT, place[1])
+
+    def edge_box(e: tuple[str, str], text: str) -> Box:
+        x, y = geo.labels[e]
+        return _text_box(x * scale, y * scale, text, EDGE_FONT, "middle right")
+
+    for n in order:
+        name = full.nodes[n].split("<br>")[0]
+        if place := next((p for p in places(n, name) if room.take(n, node_box(n, name, p))), None):
+            out.nodes[n], out.places[n] = name, place
+    edges = sorted(geo.labels, key=lambda e: g.edges[e]["tensor"] not in hot)
+    for e in edges:
+        line = full.edges[e].split("<br>")[0]
+        if room.take(e, edge_box(e, line)):
+            out.edges[e] = line
+    for k, (x, y) in geo.titles.items():
+        if room.take(("title", k), _text_box(x * scale, y * scale, _kernel_title(k), EDGE_FONT, "middle right")):
+            out.titles.add(k)
+    for e in [e for e in edges if e in out.edges]:
+        if room.take(e, edge_box(e, full.edges[e])):
+            out.edges[e] = full.edges[e]
+    for n in [n for n in order if n in out.nodes and full.nodes[n] != out.nodes[n]]:
+        if room.take(n, node_box(n, full.nodes[n], out.places[n])):
+            out.nodes[n] = full.nodes[n]
+    return out._replace(span=(room.left / scale, room.right / scale))
 
 
 def _scatter(**trace: Any) -> dict:
@@ -495,9 +674,9 @@ def _node_boxes(g: nx.DiGraph, geo: GraphGeometry) -> list[dict]:
     return out
 
 
-def _edge_traces(g: nx.DiGraph, geo: GraphGeometry, changed: Collection[str]) -> list[dict]:
-    """The edges' polylines and arrowheads, plain and highlighted, and an invisible hover point on
-    each label (the stored shape)."""
+def _edge_traces(g: nx.DiGraph, geo: GraphGeometry, changed: Collection[str], scale: float = 1.0) -> list[dict]:
+    """The edges' polylines and arrowheads (``scale``d with the drawing), plain and highlighted,
+    and an invisible hover point on each label, drawn or not (the stored shape)."""
     out = []
     for hot in (False, True):
         xs, ys, ids, tips = [], [], [], []
@@ -516,7 +695,8 @@ def _edge_traces(g: nx.DiGraph, geo: GraphGeometry, changed: Collection[str]) ->
                               hoverinfo="skip", line={"color": colour, "width": width}))
         out.append(_scatter(x=[x for x, _ in tips], y=[y + 4 for _, y in tips], mode="markers", legendgroup=name,
                               showlegend=False, hoverinfo="skip",
-                              marker={"symbol": "triangle-down", "size": 7 + width, "color": colour}))
+                              marker={"symbol": "triangle-down", "size": max(4.0, (7 + width) * scale),
+                                      "color": colour}))
     labels = list(geo.labels.items())
     out.append(_scatter(x=[x + 20 for _, (x, _) in labels], y=[y for _, (_, y) in labels], mode="markers",
                           marker={"size": 14, "color": "rgba(0,0,0,0)"}, showlegend=False, hoverinfo="text",
@@ -525,9 +705,12 @@ def _edge_traces(g: nx.DiGraph, geo: GraphGeometry, changed: Collection[str]) ->
     return out
 
 
-def _node_marks(g: nx.DiGraph, geo: GraphGeometry, selected: str | None, found: set[str]) -> list[dict]:
+def _node_marks(g: nx.DiGraph, geo: GraphGeometry, selected: str | None, holder: list[str], found: set[str],
+                texts: _Texts, scale: float = 1.0) -> list[dict]:
     """Click targets with hover text (invisible squares over boxes; the diamonds themselves), the
-    node texts, and outlines of the selected op and of the search matches."""
+    node ``texts`` (those left out have no room; some moved beside their box), and outlines of
+    the selected op (or of the ``holder`` that draws it) and of the search matches; marks
+    ``scale`` with the drawing."""
     keep = {"marker": {"opacity": 1}}  # a click selects one point: do not fade the others
     out = []
     for kind, colour in KIND_COLOURS.items():
@@ -535,26 +718,26 @@ def _node_marks(g: nx.DiGraph, geo: GraphGeometry, selected: str | None, found: 
         if not nodes:
             continue
         diamond = kind in _DIAMONDS
-        sizes = [DIAMOND if diamond else min(geo.boxes[n].y1 - geo.boxes[n].y0, geo.boxes[n].x1 - geo.boxes[n].x0)
-                 for n in nodes]
+        sizes = [max(6.0, scale * (DIAMOND if diamond else min(geo.boxes[n].y1 - geo.boxes[n].y0,
+                                                                 geo.boxes[n].x1 - geo.boxes[n].x0))) for n in nodes]
         out.append(_scatter(
             x=[geo.centres[n][0] for n in nodes], y=[geo.centres[n][1] for n in nodes], mode="markers", name=kind,
             legendgroup=kind, showlegend=diamond, customdata=nodes, hovertext=[g.nodes[n]["hover"] for n in nodes],
             hoverinfo="text", unselected=keep, selected=keep,
             marker={"size": sizes, "symbol": _SYMBOLS.get(kind, "square"), "color": colour if diamond else "rgba(0,0,0,0)",
                     "line": {"width": 2 if diamond else 0, "color": colour}}))
-    nodes = list(g.nodes)
-    out.append(_scatter(x=[geo.texts[n][0] for n in nodes], y=[geo.texts[n][1] for n in nodes], mode="text",
-                          text=[_node_text(g.nodes[n]) for n in nodes], customdata=nodes, showlegend=False, hoverinfo="skip",
-                          unselected={"textfont": {"color": "#222"}},
-                          textposition=["middle right" if g.nodes[n]["kind"] in _DIAMONDS else "middle center" for n in nodes],
+    nodes = [n for n in g.nodes if n in texts.nodes]
+    place = {n: texts.places.get(n) or (geo.texts[n][0], "middle right" if g.nodes[n]["kind"] in _DIAMONDS
+                                        else "middle center") for n in nodes}
+    out.append(_scatter(x=[place[n][0] for n in nodes], y=[geo.texts[n][1] for n in nodes], mode="text",
+                          text=[texts.nodes[n] for n in nodes], customdata=nodes, showlegend=False, hoverinfo="skip",
+                          unselected={"textfont": {"color": "#222"}}, textposition=[place[n][1] for n in nodes],
                           textfont={"size": NODE_FONT, "color": "#222"}))
-    # a selected op inside a collapsed kernel outlines the kernel
-    holder = [n for n, d in g.nodes(data=True) if selected in d.get("members", ())]
+    pad = 3 / scale  # three pixels around the box
     for name, colour, width, picked in (("search match", FOUND, 4, sorted(found)),
                                         ("selected", "#000", 2.5, [selected, *holder])):
         boxes = [geo.boxes[n] for n in picked if n in geo.boxes]
         if boxes:
-            xs, ys = _polygons(Box(b.x0 - 3, b.x1 + 3, b.y0 - 3, b.y1 + 3) for b in boxes)
+            xs, ys = _polygons(Box(b.x0 - pad, b.x1 + pad, b.y0 - pad, b.y1 + pad) for b in boxes)
             out.append(_scatter(x=xs, y=ys, mode="lines", name=name, hoverinfo="skip", line={"color": colour, "width": width}))
     return out

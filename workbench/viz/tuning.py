@@ -3,21 +3,28 @@ stage's layout candidates with their scores.
 
 Input is the tuner's progress lines as dicts (``metaschedule.read_progress``): ``task``,
 ``stage``, ``trial``, ``layout``, ``latency_ms`` (None when the candidate failed), ``error``.
-Curves are drawn over the lines in the order they were written, so a run's x axis counts its
-hardware measurements whatever the stage.
+A line's x is its place among the lines in the order they were written (``measurement_numbers``),
+so every curve of a figure, each task's and the program's, counts the run's hardware
+measurements whatever the task and stage, and the trial table numbers its rows the same way.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from workbench.engine.words import plural
 from .axes import log_axis
 
-__all__ = ["best_so_far", "program_so_far", "tuning_curves_figure", "progress_figure", "candidates_figure",
-           "candidate_scores", "trial_table"]
+if TYPE_CHECKING:
+    from workbench.engine.step import Step
+
+__all__ = ["best_so_far", "program_so_far", "measurement_numbers", "tuning_curves_figure", "progress_figure",
+           "candidates_figure", "candidate_scores", "trial_table", "tuned_kernels", "result_text"]
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
@@ -59,8 +66,20 @@ def program_so_far(rows: Sequence[Mapping], tasks: Sequence[str] = ()) -> list[f
     return out
 
 
-def _curve(fig: go.Figure, rows: Sequence[Mapping], name: str, colour: str, points: bool) -> None:
-    xs = list(range(1, len(rows) + 1))
+def measurement_numbers(rows: Sequence[Mapping]) -> list[int]:
+    """Each line's x: its place (from 1) among all the lines. Not the line's ``trial``: that counts
+    one task's measurements only, and restarts at 1 with each layout candidate of the joint stage.
+
+    >>> measurement_numbers([{"task": "a", "trial": 1}, {"task": "b", "trial": 1}, {"task": "a", "trial": 2}])
+    [1, 2, 3]
+    """
+    return list(range(1, len(rows) + 1))
+
+
+def _curve(fig: go.Figure, rows: Sequence[Mapping], name: str, colour: str, points: bool,
+           xs: Sequence[int] | None = None) -> None:
+    """``rows``' best-so-far line (and points) at ``xs`` (by default 1, 2, ...: the rows are a run of their own)."""
+    xs = list(xs) if xs is not None else measurement_numbers(rows)
     fig.add_trace(go.Scatter(x=xs, y=best_so_far(rows), mode="lines", name=f"{name}: best",
                              line={"color": colour, "width": 2, "shape": "hv"}, legendgroup=name))
     if points:
@@ -95,17 +114,19 @@ def tuning_curves_figure(tuners: Mapping[str, Sequence[Mapping]], title: str = "
 
 def progress_figure(rows: Sequence[Mapping], title: str = "Best latency per task",
                     tasks: Sequence[str] = ()) -> go.Figure:
-    """A live tuning run: one curve per task, over that task's own measurements, and (with more
-    than one task) the program's curve: the sum of the tasks' bests over all measurements, from
-    the point where each of ``tasks`` (or each task seen) has a result."""
-    per_task: dict[str, list[Mapping]] = {}
-    for r in rows:
-        per_task.setdefault(str(r.get("task")), []).append(r)
+    """A live tuning run: one curve per task and (with more than one task) the program's curve:
+    the sum of the tasks' bests, from the point where each of ``tasks`` (or each task seen) has a
+    result. All on one x axis, the run's measurements (``measurement_numbers``): a task's points
+    sit where they were measured in the run, not at its own trial count, so the curves line up."""
+    xs = measurement_numbers(rows)
+    per_task: dict[str, list[tuple[int, Mapping]]] = {}
+    for x, r in zip(xs, rows):
+        per_task.setdefault(str(r.get("task")), []).append((x, r))
     fig = go.Figure()
     for i, (name, mine) in enumerate(per_task.items()):
-        _curve(fig, mine, name, _PALETTE[i % len(_PALETTE)], points=True)
+        _curve(fig, [r for _, r in mine], name, _PALETTE[i % len(_PALETTE)], points=True, xs=[x for x, _ in mine])
     if len(per_task) > 1 or len(tasks) > 1:
-        fig.add_trace(go.Scatter(x=list(range(1, len(rows) + 1)), y=program_so_far(rows, tasks), mode="lines",
+        fig.add_trace(go.Scatter(x=xs, y=program_so_far(rows, tasks), mode="lines",
                                  name="program: sum of the tasks' bests",
                                  line={"color": "black", "width": 2, "dash": "dot", "shape": "hv"},
                                  hovertemplate="after %{x} measurements in all: %{y:.4f} ms<extra></extra>"))
@@ -113,15 +134,17 @@ def progress_figure(rows: Sequence[Mapping], title: str = "Best latency per task
 
 
 def trial_table(rows: Sequence[Mapping]) -> list[dict]:
-    """Every measurement as a table row: task, stage, trial, layout, trace, latency and error.
+    """Every measurement as a table row: its number in the run (the curves' x), task, stage,
+    layout, trace, latency and error.
 
     >>> trial_table([{"task": "mm", "stage": "loop", "trial": 1, "trace_id": "ab", "latency_ms": None,
     ...               "error": "build failed"}])
-    [{'task': 'mm', 'stage': 'loop', 'trial': 1, 'layout': 'current', 'trace': 'ab', 'latency ms': None, 'error': 'build failed'}]
+    [{'measurement': 1, 'task': 'mm', 'stage': 'loop', 'layout': 'current', 'trace': 'ab', 'latency ms': None, 'error': 'build failed'}]
     """
-    return [{"task": str(r.get("task")), "stage": r.get("stage"), "trial": r.get("trial"),
+    # the run's count, as on the curves: a line's own ``trial`` repeats (per task, per layout candidate)
+    return [{"measurement": x, "task": str(r.get("task")), "stage": r.get("stage"),
              "layout": r.get("layout") or "current", "trace": r.get("trace_id"), "latency ms": r.get("latency_ms"),
-             "error": r.get("error")} for r in rows]
+             "error": r.get("error")} for x, r in zip(measurement_numbers(rows), rows)]
 
 
 def candidate_scores(rows: Sequence[Mapping]) -> list[dict]:
@@ -155,3 +178,79 @@ def candidates_figure(rows: Sequence[Mapping], title: str = "Joint stage: layout
     fig.update_layout(title=title, yaxis_title="score: best latency (ms)", template="plotly_white",
                       xaxis_tickangle=-30, margin={"l": 60, "r": 20, "t": 50, "b": 120})
     return fig
+
+
+########## The result in words ##########
+
+def _latency(step: Step) -> float | None:
+    lat = step.get("latency_ms")
+    return float(lat) if isinstance(lat, (int, float)) and math.isfinite(lat) else None
+
+
+def _layout_label(lay: Mapping) -> str:
+    """A tuned step's layout as the trial table's layout column names it: ``alt_tiled(ot=16, it=3)``."""
+    params = lay.get("params") or {}
+    name = str(lay.get("preset") or lay.get("primitive"))
+    return name + ("(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
+
+
+def tuned_kernels(steps: Sequence[Step]) -> list[tuple[str, float, str | None]]:
+    """The kernels a tuning result tuned, as ``(kernel, latency ms, source)``: its ``tuned`` steps
+    that carry the tuner's latency; ``source`` names the op whose result a kernel shares (an
+    equal kernel, tuned once; None when the kernel was measured itself). A tuned trace re-applied
+    to a kernel that lost it carries no latency, and loop or layout steps are no tuning: neither
+    is listed."""
+    out = []
+    for s in steps:
+        if s.kind == "tuned" and (lat := _latency(s)) is not None:
+            twin = re.search(r"\(from (\S+)\)", str(s.get("stage") or "")) if not s.get("measurements") else None
+            out.append((s.target, lat, twin.group(1) if twin else None))
+    return out
+
+
+def result_text(steps: Sequence[Step]) -> str:
+    """What a tuning result brings to the session, in words: the kernels it tuned with their
+    latency (``tuned_kernels``), then the actions applying it adds, by kernel. The joint stage adds
+    more than schedules of tuned kernels: their layouts travel in the tuned step, and the kernels
+    it does not tune (a pad, a pool) get a schedule of their own as loop actions.
+
+    >>> from workbench.engine.step import Step
+    >>> conv = Step.make("tuned", "conv", "tuned", stage="joint+loop", trace=[], latency_ms=0.6276, measurements=6,
+    ...                  layouts=[{"kind": "layout", "tensor": "conv", "preset": "alt_tiled", "params": {}}])
+    >>> pad = [Step.make("loop", "pad", p, block="pad") for p in ("reorder", "fuse", "parallel", "vectorize")]
+    >>> print(result_text([conv, *pad]))
+    1 tuned kernel: conv 0.6276 ms. Applying it adds 5 actions: conv's tuned schedule in layout alt_tiled; pad's schedule (4 loop actions).
+    >>> print(result_text([Step.make("tuned", k, "tuned", stage="loop", trace=[], latency_ms=ms, measurements=2)
+    ...                    for k, ms in (("pad", 0.01), ("conv", 0.5))]))
+    2 tuned kernels: pad 0.0100 ms, conv 0.5000 ms. Applying it adds 2 actions, one tuned schedule per kernel.
+    """
+    kernels = tuned_kernels(steps)
+    head = (f"{plural(len(kernels), 'tuned kernel')}: " + ", ".join(
+        f"{k} {lat:.4f} ms" + (f" ({src}'s result: equal kernels are tuned once)" if src else "")
+        for k, lat, src in kernels) if kernels else "no kernel tuned")
+    if not steps:
+        return f"{head}: the result adds nothing to the session."
+    parts: dict[str, list[str]] = {}
+    loops: dict[str, int] = {}
+    layouts: dict[str, int] = {}
+    plain = True  # every action a tuned kernel's schedule, in the layout it had
+    for s in steps:
+        what = parts.setdefault(s.target, [])
+        if s.kind == "tuned":
+            names = [_layout_label(lay) for lay in s.get("layouts") or []]
+            again = _latency(s) is None
+            plain &= not (names or again)
+            what.append("tuned schedule" + (" in layout " + ", ".join(names) if names else "")
+                        + (" (re-applied)" if again else ""))
+        else:
+            plain = False
+            count = loops if s.kind == "loop" else layouts
+            count[s.target] = count.get(s.target, 0) + 1
+    if plain:
+        return f"{head}. Applying it adds {plural(len(steps), 'action')}, one tuned schedule per kernel."
+    for target, n in loops.items():
+        parts[target].append(f"schedule ({plural(n, 'loop action')})")
+    for target, n in layouts.items():
+        parts[target].append(f"layout ({plural(n, 'layout action')})")
+    applied = "; ".join(f"{t}'s " + " and ".join(w) for t, w in parts.items())
+    return f"{head}. Applying it adds {plural(len(steps), 'action')}: {applied}."

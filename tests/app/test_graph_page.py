@@ -1,0 +1,79 @@
+"""The Graph page: the op a search finds is the selected op at once, and the whole graph fits
+the chart (Plotly's own zoom-out would shrink the drawing under text that keeps its size)."""
+
+from __future__ import annotations
+
+import json
+
+from streamlit.testing.v1 import AppTest
+
+from tests.app.apptest import home
+from workbench.viz.graph import VIEW_MAX
+
+
+def _panel(app: AppTest) -> list[str]:
+    """The op the side panel shows (its heading), if any."""
+    return [m.value.split("\n")[0].removeprefix("#### ") for m in app.markdown if m.value.startswith("#### ")]
+
+
+def _hint(app: AppTest) -> bool:
+    return any(c.value.startswith("Click an op (or find one) to see") for c in app.caption)
+
+
+def _chart(app: AppTest) -> tuple[dict, dict]:
+    """The graph chart's figure and Plotly config."""
+    chart = app.get("plotly_chart")[0].proto
+    return json.loads(chart.spec), json.loads(chart.config)
+
+
+def test_a_search_selects_its_match_at_once(at):
+    """The match a search shows is the selected op in the same run: the side panel shows it and
+    the other pages get it; a match picked from the list too; a click on another op stands until
+    the search changes."""
+    home(at).selectbox(key="model_pick").set_value("r18_block").run()
+    assert _hint(at) and _panel(at) == []
+    at.text_input(key="graph_search").input("conv").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="graph_match").value == "conv1"
+    assert at.session_state["selected"] == "conv1" and _panel(at) == ["conv1"] and not _hint(at)
+    at.selectbox(key="graph_match").set_value("conv2").run()
+    assert _panel(at) == ["conv2"]
+    at.session_state["selected"] = "relu1"  # what a click on relu1 does (the chart's on_select)
+    at.run()
+    assert _panel(at) == ["relu1"]
+    at.text_input(key="graph_search").input("relu2").run()
+    assert at.session_state["selected"] == "relu2" and _panel(at) == ["relu2"]
+    at.switch_page("pages/layouts.py").run()
+    assert at.selectbox(key="layout_key").value == "relu2"
+
+
+def test_the_whole_graph_fits_the_chart_and_a_double_click_comes_back(at):
+    """MobileNet-V2 (153 ops): the toggle fits every op into one chart with the labels that have
+    room; Plotly's autoscale and zoom-out are gone, and a double-click resets to the figure's view."""
+    _, config = _chart(at)
+    assert config["doubleClick"] == "reset" and {"autoScale2d", "zoomOut2d"} <= set(config["modeBarButtonsToRemove"])
+    home(at).selectbox(key="model_pick").set_value("mobilenet_v2").run()
+    at.toggle(key="graph_blocks:mobilenet_v2").set_value(False).run()  # every op drawn
+    fit = at.toggle(key="graph_fit")
+    assert not fit.value
+
+    def in_view(fig: dict) -> bool:
+        (x0, x1), (y0, y1) = fig["layout"]["xaxis"]["range"], fig["layout"]["yaxis"]["range"]
+        return all(x0 < x < x1 and y0 < y < y1 for tr in fig["data"] if tr.get("mode") == "lines"
+                   for x, y in zip(tr["x"], tr["y"]) if x is not None)
+
+    opened, _ = _chart(at)
+    assert not in_view(opened)  # too tall: it opens on a window at full size
+    fit.set_value(True).run()
+    assert not at.exception, at.exception
+    fitted, config = _chart(at)
+    lay = fitted["layout"]
+    assert in_view(fitted) and lay["height"] - lay["margin"]["t"] <= VIEW_MAX  # the plot, under the legend
+    assert config["doubleClick"] == "reset"
+    def texts(fig: dict) -> int:  # the op names and edge labels drawn
+        return len(fig["layout"].get("annotations", [])) + sum(len(tr["text"]) for tr in fig["data"]
+                                                                 if tr.get("mode") == "text")
+
+    assert 50 < texts(fitted) < texts(opened) / 2  # those that have room at a fifteenth of full size
+    ops = {n.name for n in at.session_state["state"].graph.nodes}
+    assert ops <= {n for tr in fitted["data"] if tr.get("mode") == "markers" for n in tr.get("customdata") or []}
