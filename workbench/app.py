@@ -88,6 +88,12 @@ st.html("""<style>
   document.addEventListener("click", e => {
     const toggle = '[data-testid="stSidebarCollapseButton"], [data-testid="stExpandSidebarButton"]';
     if (e.isTrusted && e.target.closest(toggle)) auto = false;
+    // a narrow window: the sidebar, opened to pick a page, gives the page its room again
+    if (window.innerWidth <= 1100 && e.target.closest('[data-testid="stSidebarNav"] a'))
+      setTimeout(() => {
+        document.querySelector('[data-testid="stSidebarCollapseButton"] button')?.click();
+        setTimeout(() => stored().forEach(k => localStorage.removeItem(k)));
+      }, 50);
   }, true);
   addEventListener("resize", () => setTimeout(window.altSidebarFit, 100));
   new MutationObserver(() => window.altSidebarFit()).observe(document.body, {attributes: true, subtree: true,

@@ -71,6 +71,14 @@ def _launch(playwright, tmp_path: Path):
 #: the graph's traces drawn in the chart's SVG (the chart's div exists before plotly has drawn)
 _DRAWN = ".js-plotly-plot .scatterlayer .trace"
 
+
+def _graph_drawn(browser, server: str):
+    """A new 1400x1000 tab on the app, once its first page has drawn the graph."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(server)
+    page.locator(_DRAWN).first.wait_for(timeout=60_000)
+    return page
+
 #: when the graph's static drawing and Plotly's chart first show, in seconds from navigation
 #: (the time the frame after their insertion starts: they are painted by then)
 _FIRST_SEEN = """window.altSeen = {};
@@ -173,6 +181,11 @@ _EDGES_JS = """() => [...document.querySelectorAll('.js-plotly-plot .scatterlaye
     .filter(p => p.style.stroke === 'rgb(140, 140, 140)').map(p => p.getAttribute('d') || '')"""
 
 
+#: every non-empty text the chart drew: (text, left, top, right, bottom) in pixels
+_LABELS_JS = """() => [...document.querySelectorAll('.js-plotly-plot text')].filter(t => t.textContent.trim())
+    .map(t => { const r = t.getBoundingClientRect(); return [t.textContent, r.left, r.top, r.right, r.bottom]; })"""
+
+
 def _vertical_runs(d_attrs: list[str]) -> list[tuple[int, float, float, float]]:
     """Vertical segments of the drawn SVG paths as (subpath, x, y_top, y_bottom) in pixels."""
     runs, sub = [], 0
@@ -188,7 +201,8 @@ def _vertical_runs(d_attrs: list[str]) -> list[tuple[int, float, float, float]]:
 @needs_chromium
 def test_graph_page_draws_the_skip_connection_beside_the_main_chain(server, tmp_path):
     """r18_block's data -> add edge is drawn in a lane of its own: the longest straight run of any
-    edge in the SVG, and no other edge runs within 20 px of it over the same height."""
+    edge in the SVG, and no other edge runs within 20 px of it over the same height; no two of the
+    drawn labels (ops, edges' tensors and shapes, kernels, legend) overlap."""
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
@@ -202,9 +216,13 @@ def test_graph_page_draws_the_skip_connection_beside_the_main_chain(server, tmp_
             # the new model's drawing, not the previous one still on screen
             expect(page.locator(".js-plotly-plot text", has_text="conv2_bias").first).to_be_visible(timeout=45_000)
             runs = _vertical_runs(page.evaluate(_EDGES_JS))
+            labels = page.evaluate(_LABELS_JS)
             page.screenshot(path=str(ARTIFACTS / "graph_r18_block.png"), full_page=True)
         finally:
             browser.close()
+    overlapping = [(a[0], b[0]) for i, a in enumerate(labels) for b in labels[i + 1:]
+                   if min(a[3], b[3]) - max(a[1], b[1]) > 1 and min(a[4], b[4]) - max(a[2], b[2]) > 1]
+    assert len(labels) > 15 and not overlapping, overlapping  # every op and edge label readable
     sub, x, top, bottom = max(runs, key=lambda r: r[3] - r[2])
     chain = [r for r in runs if r[0] != sub and r[2] < bottom and r[3] > top]  # other edges beside the lane
     assert bottom - top > 150, runs  # the skip edge spans conv1 ... conv2_bias
@@ -223,9 +241,10 @@ _OVERFLOW_JS = """() => {
 
 @needs_chromium
 def test_a_narrow_window_stacks_the_panes_with_no_horizontal_overflow(server, tmp_path):
-    """At 1000x700 the sidebar starts collapsed, the Loops page's side-by-side nests (one table)
-    wrap their long lines within the window, and nothing runs past it; a new tab at 1400 px has
-    the sidebar open."""
+    """At 1000x700 the sidebar starts collapsed (and closes again after a page is picked in it),
+    the Loops page's two nests stack (one above the
+    other, each at the window's width, long lines wrapped within it), and nothing runs past the
+    window; a new tab at 1400 px has the sidebar open."""
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
@@ -241,11 +260,13 @@ def test_a_narrow_window_stacks_the_panes_with_no_horizontal_overflow(server, tm
                                    ".getBoundingClientRect().left < 1", timeout=5_000)
             page.get_by_test_id("stExpandSidebarButton").click()  # the pages' links are in the sidebar
             page.get_by_role("link", name="Loops").first.click()
-            page.get_by_text("T.prim_func").first.wait_for(timeout=30_000)
-            page.get_by_test_id("stSidebarCollapseButton").locator("button").click()
-            expect(sidebar).to_have_attribute("data-collapsed", "true")
+            page.locator(".nest-one").first.get_by_text("T.prim_func").first.wait_for(timeout=30_000)
+            expect(sidebar).to_have_attribute("data-collapsed", "true")  # closed again once a page is picked
+            page.wait_for_function("() => document.querySelector('[data-testid=stMain]')"
+                                   ".getBoundingClientRect().left < 1", timeout=5_000)  # the sidebar slid away
             overflow = page.evaluate(_OVERFLOW_JS)
-            pair = page.locator(".nest-pair").first.bounding_box()  # the side-by-side nests: one table
+            pair_shown = page.locator(".nest-pair").first.is_visible()
+            stacked = [page.locator(".nest-one").nth(i).bounding_box() for i in range(2)]  # before, after
             page.screenshot(path=str(ARTIFACTS / "loops_narrow.png"), full_page=True)
             wide = browser.new_page(viewport={"width": 1400, "height": 900})  # a new tab, wide
             wide.goto(server)
@@ -256,7 +277,11 @@ def test_a_narrow_window_stacks_the_panes_with_no_horizontal_overflow(server, tm
             browser.close()
     assert wide_sidebar == "false"
     assert overflow == {"page": 0, "elements": 0}, overflow
-    assert pair and pair["x"] >= 0 and pair["x"] + pair["width"] <= 1000, pair  # long lines wrap within the window
+    assert not pair_shown and all(stacked), stacked  # the two nests one above the other, not side by side
+    before, after = stacked
+    assert after["y"] >= before["y"] + before["height"] and all(b["x"] >= 0 and b["x"] + b["width"] <= 1000
+                                                                for b in stacked), stacked
+    assert before["width"] > 600, stacked  # each nest at the window's width (long lines wrap within it)
 
 
 @needs_chromium
@@ -271,9 +296,7 @@ def test_an_uploaded_onnx_network_opens_on_the_graph_page(server, tmp_path):
     with sync_playwright() as p:
         browser = _launch(p, tmp_path)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(server)
-            page.locator(_DRAWN).first.wait_for(timeout=60_000)
+            page = _graph_drawn(browser, server)
             page.get_by_role("link", name="Sessions").first.click()
             page.get_by_role("heading", name="Import a model").wait_for(timeout=30_000)
             page.get_by_test_id("stFileUploader").filter(has_text="An ONNX file").locator(
@@ -291,3 +314,62 @@ def test_an_uploaded_onnx_network_opens_on_the_graph_page(server, tmp_path):
         finally:
             browser.close()
     assert f"Session {path.stem}-" in sidebar, sidebar  # the new session, named after the stored file
+
+
+#: ms from the next click to the frame after the side-by-side loop nests' text changed (``window.altNest``)
+_NEST_PAINTED_AFTER_CLICK = """() => {
+  window.altNest = 0;
+  const nest = () => (document.querySelector(".nest-pair") || {}).textContent || "";
+  document.addEventListener("click", () => {
+    const t0 = performance.now(), before = nest();
+    const seen = new MutationObserver(() => {
+      if (nest() === before) return;
+      seen.disconnect();
+      requestAnimationFrame(() => setTimeout(() => window.altNest = performance.now() - t0));
+    });
+    seen.observe(document, {childList: true, subtree: true, characterData: true});
+  }, {capture: true, once: true});
+}"""
+
+
+@needs_chromium
+def test_the_loops_page_refuses_a_bad_split_before_apply(server, tmp_path):
+    """Factors that over-cover the chosen loop are refused as they are typed: the page says why and
+    Apply stays disabled, the session keeps no action; valid factors apply, and the click -> new
+    loop nest painted time goes to the test log (a figure, not a limit)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = _launch(p, tmp_path)
+        try:
+            page = _graph_drawn(browser, server)
+            page.get_by_role("link", name="Loops").first.click()
+            page.get_by_text("T.prim_func").first.wait_for(timeout=30_000)
+            page.get_by_test_id("stSelectbox").filter(has_text="loop of conv").click()
+            page.get_by_role("option", name="i1 (extent 64)").click()
+            factors = page.get_by_label(re.compile(r"^factors .*extent 64"))
+            factors.fill("-1, 128")
+            factors.press("Enter")
+            refusal = page.get_by_text(re.compile(r"split would be refused: .*128"))
+            expect(refusal).to_be_visible(timeout=30_000)
+            expect(page.get_by_role("button", name="Apply split")).to_be_disabled()
+            refused = refusal.inner_text()
+            factors.fill("-1, 16")
+            factors.press("Enter")
+            expect(refusal).to_have_count(0, timeout=30_000)
+            apply = page.get_by_role("button", name="Apply split")
+            expect(apply).to_be_enabled()
+            expect(page.get_by_test_id("stSidebar").get_by_text("0 actions")).to_be_visible()
+            page.evaluate(_NEST_PAINTED_AFTER_CLICK)
+            apply.click()
+            expect(page.get_by_test_id("stSidebar").get_by_text("1 action", exact=False)).to_be_visible(timeout=30_000)
+            page.wait_for_function("window.altNest > 0", timeout=30_000)
+            nest_ms = page.evaluate("window.altNest")
+            after = page.locator(".nest-pair").first.inner_text()
+        finally:
+            browser.close()
+    assert "64" in refused, refused  # the reason names the loop's extent
+    assert "i1_0" in after and "i1_1" in after, after[:500]  # the split's two loops in the new nest
+    figure = f"loops page: apply split -> new loop nest painted {nest_ms:.0f} ms (by the page's clock)\n"
+    print(figure)
+    (ARTIFACTS / "e2e_loops.txt").write_text(figure)

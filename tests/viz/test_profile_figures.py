@@ -34,6 +34,17 @@ def test_roofline_draws_both_roofs_and_groups_variants_of_a_kernel():
     assert max(fig.data[2].y) == 100.0 and fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
 
 
+def test_the_library_gemms_labels_sit_apart():
+    """Two libraries at one intensity and about one rate: one label below its star, the other above."""
+    from dataclasses import replace
+
+    from workbench.engine.ceilings import Yardstick
+
+    ceil = replace(CEIL, library=(Yardstick("PyTorch", 2048, 210.0, 2), Yardstick("NumPy", 2048, 205.0, 2)))
+    refs = {t.name: t.textposition for t in roofline_figure([], ceil).data if t.legendgroup == "library"}
+    assert refs == {"NumPy GEMM 2048 (library)": "bottom center", "PyTorch GEMM 2048 (library)": "top center"}
+
+
 def _profile(name: str, l1_misses: int) -> Profile:
     fp = lambda n: BufferFootprint(n // 4, n, max(1, n // 64), 1)  # noqa: E731
     levels = [Level(0, "(kernel)", 1, 1, {"x": fp(4 * KIB * KIB), "y": fp(KIB * KIB)}),
@@ -46,11 +57,11 @@ def _profile(name: str, l1_misses: int) -> Profile:
 
 def test_footprint_figure_has_a_line_per_buffer_and_the_total_against_the_caches():
     fig = footprint_figure(_profile("k", 100))
-    assert [t.name for t in fig.data] == ["x", "y", "total"]
+    assert [t.name for t in fig.data] == ["x", "y", "total", "L1d 32 KiB", "L2 1024 KiB"]  # caches in the legend
     assert list(fig.data[2].y) == [5 * KIB * KIB, 80 * KIB, 320]
-    assert sorted(s.y0 for s in fig.layout.shapes) == [32 * KIB, 1024 * KIB]
+    assert [set(t.y) for t in fig.data[3:]] == [{32 * KIB}, {1024 * KIB}]
     with_ceilings = footprint_figure(_profile("k", 100), CEIL)  # the machine's three caches
-    assert sorted(s.y0 for s in with_ceilings.layout.shapes) == [32 * KIB, 1024 * KIB, 8192 * KIB]
+    assert [t.name for t in with_ceilings.data[3:]] == ["L1d 32 KiB", "L2 1024 KiB", "L3 8192 KiB"]
     assert with_ceilings.layout.yaxis.type == "log"
 
 

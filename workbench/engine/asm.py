@@ -84,6 +84,7 @@ class AsmSummary:
     hot_vector_fma: int
     hot_stack: int
     hot_vector_mul: int
+    hot_spills: int = 0  # of ``hot_stack``: the register allocator's (LLVM's Spill / Reload comments)
 
     def notes(self) -> list[str]:
         """What the counts mean for speed, most important first.
@@ -95,7 +96,11 @@ class AsmSummary:
         if self.hot is None:
             out.append("no loop with an FMA: the multiply-adds are not fused (or not in a loop)")
         else:
-            stack = f"{self.hot_stack} stack accesses (spilled registers)" if self.hot_stack else "no stack traffic"
+            # the rest of the stack traffic is arrays TVM allocated on the stack (a local tile), not spills
+            stack = ", ".join(part for part in (
+                plural(self.hot_spills, "spill or reload", "spills and reloads") if self.hot_spills else "",
+                plural(self.hot_stack - self.hot_spills, "access", "accesses") + " to arrays on the stack (not spills)"
+                if self.hot_stack > self.hot_spills else "") if part) or "no stack traffic"
             out.append(f"hot loop: {plural(self.hot_vector_fma, 'vector FMA')} in {self.hot_instructions} instructions, "
                        f"{self.vector_bits}-bit registers, {stack}")
             if self.hot_vector_fma == 0:
@@ -141,4 +146,5 @@ def summarize_asm(asm: str) -> AsmSummary:
         vector_bits=bits, hot=hot if n_fma else None, hot_instructions=len(inside) if n_fma else 0,
         hot_vector_fma=sum(1 for i, _ in inside if fma.get(i) == "p") if n_fma else 0,
         hot_stack=len(stack_accesses([t for _, t in inside])) if n_fma else 0,
-        hot_vector_mul=sum(1 for _, t in inside if _VECTOR_MUL.match(t)) if n_fma else 0)
+        hot_vector_mul=sum(1 for _, t in inside if _VECTOR_MUL.match(t)) if n_fma else 0,
+        hot_spills=sum(1 for i, _ in inside if lines[i].rstrip().endswith(("Spill", "Reload"))) if n_fma else 0)

@@ -6,7 +6,17 @@ __all__ = ["WorkbenchError", "LayoutError", "GraphError", "LoopError", "BuildErr
 
 
 class WorkbenchError(Exception):
-    """A user-facing error: the message says what was wrong; nothing was changed."""
+    """A user-facing error: the message says what was wrong; nothing was changed. ``reason``
+    is the message without the context callers prefixed (``action 3 (loop on 'conv'): step 0:``),
+    for a page that already shows which action it checks."""
+
+    def __init__(self, *args: object, reason: str | None = None) -> None:
+        super().__init__(*args)
+        self._reason = reason
+
+    @property
+    def reason(self) -> str:
+        return self._reason if self._reason is not None else str(self)
 
 
 class GraphError(WorkbenchError):

@@ -554,7 +554,7 @@ def apply_steps(func_or_sch: FuncOrSchedule, steps: Sequence[Step]) -> s_tir.Sch
         try:
             _apply(sch, step)
         except LoopError as e:
-            raise LoopError(f"step {i}: {e}") from None
+            raise LoopError(f"step {i}: {e}", reason=e.reason) from None
     return sch
 
 

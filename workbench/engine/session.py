@@ -134,7 +134,7 @@ class State:
             new = self._apply(step)
         except WorkbenchError as e:
             kind = "layout" if step.kind == "preset" else step.kind
-            raise SessionError(f"action {index} ({kind} on {step.target!r}): {e}") from None
+            raise SessionError(f"action {index} ({kind} on {step.target!r}): {e}", reason=e.reason) from None
         return new._replace(session=replace(self.session, steps=self.session.steps + (step,), redo_stack=()))
 
     def redo(self) -> State:

@@ -75,6 +75,10 @@ def init() -> None:
 
 #: widgets whose values outlive a page switch (Streamlit drops the value of a widget its page
 #: does not draw), with their first values; their pages create them with no value of their own
+#: the row height (px) of tables with long text cells: above Streamlit's 4rem, its grid wraps a
+#: cell's text instead of cutting it (3 lines fit)
+WRAPPED_ROWS = 66
+
 KEPT_WIDGETS: dict[str, Any] = {"tune_stage": "joint", "tune_budget": 32, "tune_fraction": 0.3, "tune_rpc": "",
                                  # the Layouts page draws its open tab alone: the other's choice waits
                                  "layout_prim": next(iter(LAYOUT_PRIMITIVES)), "preset_name": next(iter(PRESETS))}
@@ -275,7 +279,8 @@ def show_measurements() -> None:
         st.dataframe(pd.DataFrame(res["kernels"]), hide_index=True, width="stretch", key="last_kernels")
     if variants():
         st.markdown("**Variants measured in this tab** (side by side)")
-        st.dataframe(pd.DataFrame(variants()), hide_index=True, width="stretch", key="variants")
+        st.dataframe(pd.DataFrame(variants()), hide_index=True, width="stretch", key="variants",
+                     row_height=WRAPPED_ROWS)
 
 
 def roofline_points() -> list:

@@ -36,8 +36,7 @@ def _preset_refusal(acts: list[Step], target: str, error: WorkbenchError) -> str
     if not laid:
         return str(error)
     return (f"{', '.join(f'{k} is already {current(graph, book, k).label}' for k in laid)}; a preset starts from "
-            f"the original layouts, so undo the actions on {', '.join(laid)} first (the preset's own primitives "
-            f"would not fit: {error})")
+            f"the original layouts, so undo the actions on {', '.join(laid)} first")  # TVM's words add nothing
 
 
 keys = layout_keys(graph)
@@ -69,7 +68,7 @@ if prim_tab.open:
         if ok:
             st.markdown("**Preview**")
             st.dataframe(pd.DataFrame([_describe("before", lay), _describe("after", new)]), hide_index=True,
-                         width="stretch", key="lp_preview")
+                         width="stretch", key="lp_preview", row_height=_state.WRAPPED_ROWS)
             if prim == "split" and (covered := math.prod(new.shape[args["dim"]:args["dim"] + len(args["factors"])])) \
                     > (extent := lay.shape[args["dim"]]):
                 st.info(f"pads {lay.dims[args['dim']].name} {extent} -> {covered}: the factors cover more than the "
@@ -105,7 +104,7 @@ if preset_tab.open:
             touched = list(dict.fromkeys(a.target for a in acts))
             st.markdown(f"**Preview**: {len(acts)} primitives on {', '.join(touched)}")
             st.dataframe(pd.DataFrame([_describe(k, current(graph, preview, k)) for k in touched]), hide_index=True,
-                         width="stretch", key="pp_preview")
+                         width="stretch", key="pp_preview", row_height=_state.WRAPPED_ROWS)
             plan = plan_layouts(graph, preview)
             st.caption(f"after propagation: {plural(len(plan.conversions), 'conversion op')}, "
                        f"{plural(len(plan.kernels), 'kernel')}")
@@ -120,4 +119,4 @@ if preset_tab.open:
 st.subheader("Layouts in this session")
 rows = [_describe(k, current(graph, book, k)) for k in keys if book.get(k) is not None]
 st.dataframe(pd.DataFrame(rows) if rows else pd.DataFrame(columns=["tensor", "layout"]), hide_index=True,
-             width="stretch", key="lp_all")
+             width="stretch", key="lp_all", row_height=_state.WRAPPED_ROWS)

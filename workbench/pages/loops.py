@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from workbench.engine.loopargs import default_arguments
 from workbench.engine.loops import PRIMITIVES, diff, script
 from workbench.engine.step import Step
 from workbench.engine.views import nest_view
@@ -33,10 +34,22 @@ with st.expander("Blocks and loops (outermost first): click a row to fill the pr
     table = st.dataframe(pd.DataFrame([{"block": b, "loop": lp.name, "layout dim": view.dims.get(b, {}).get(lp.name, ""),
                                         "extent": lp.extent, "kind": lp.kind, "reduction": lp.reduction}
                                        for b, lp in rows]),
-                         hide_index=True, width="stretch", key=f"loop_table_{kernel}", on_select="rerun",
+                         # a new key per action: the clicked row is not left checked over the new loops
+                         hide_index=True, width="stretch", key=f"loop_table_{kernel}_{len(state.session.steps)}",
+                         on_select="rerun",
                          selection_mode="single-row")
 
 prim = st.selectbox("Loop primitive", list(PRIMITIVES), key="loop_prim", format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
+seed = (kernel, prim, len(state.session.steps))
+if st.session_state.get("loop_seeded") != seed:
+    # a new primitive, kernel or action: the form starts from arguments TVM accepts on this kernel
+    st.session_state.loop_seeded = seed
+    st.session_state.loop_defaults = default_arguments(state.scheduled(kernel), prim)
+    for arg, value in (st.session_state.loop_defaults or {}).items():
+        st.session_state[widget_key("la", prim, arg)] = value
+if st.session_state.loop_defaults is None:
+    st.info(f"No block or loop of {kernel} takes {prim} (each choice was refused); the check below says why "
+            "for the one chosen.", icon=":material/info:")
 ctx = FormContext(blocks=blocks, loops={b: [(lp.name, lp.extent) for lp in loops[b]] for b in blocks}, writes=view.writes)
 picked = table.selection.rows if table is not None else []
 if picked and picked[0] < len(rows) and st.session_state.get("loop_picked") != (kernel, prim, picked[0]):
@@ -46,6 +59,8 @@ if picked and picked[0] < len(rows) and st.session_state.get("loop_picked") != (
     spec = PRIMITIVES[prim]
     same_block = st.session_state.get(widget_key("la", prim, spec.loop_of)) == b  # else the loops chosen are another block's
     current = st.session_state.get(widget_key("la", prim, "loops"), []) if same_block else []
+    if current == (st.session_state.loop_defaults or {}).get("loops"):
+        current = []  # the first click replaces the form's starting loops instead of adding to them
     for arg, value in picked_arguments(spec, b, lp.name, current, [x.name for x in loops[b]]).items():
         st.session_state[widget_key("la", prim, arg)] = value
 try:
@@ -59,7 +74,7 @@ try:  # the live check: what Apply would do, or why it would be refused
     step = Step.make("loop", kernel, prim, **args)
     preview, refused = nest_view(state.push(step), kernel).script, None
 except WorkbenchError as e:
-    step, preview, refused = None, None, str(e)
+    step, preview, refused = None, None, e.reason
 if refused:
     st.warning(f"{prim} would be refused: {refused}", icon=":material/block:")
 

@@ -16,7 +16,16 @@ _STEPS = ((1,), (1, 2, 5), (1, 2, 3, 5, 7), (1, 2, 3, 4, 5, 6, 7, 8, 9))
 
 
 def _label(v: float) -> str:
-    return f"{v:.0e}".replace("e-0", "e-").replace("e+0", "e") if v < 1e-3 or v >= 1e6 else f"{v:g}"
+    """Plain numbers, with SI prefixes from a thousand up (one style along an axis: not
+    "100000" beside "1e6").
+
+    >>> [_label(v) for v in (0.0001, 0.02, 5, 1000, 2e5, 1e6, 1.5e9)]
+    ['1e-4', '0.02', '5', '1k', '200k', '1M', '1.5G']
+    """
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:g}{prefix}"
+    return f"{v:.0e}".replace("e-0", "e-") if v < 1e-3 else f"{v:g}"
 
 
 def log_ticks(lo: float, hi: float, least: int = 3, most: int = 8) -> list[float]:

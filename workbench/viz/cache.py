@@ -32,10 +32,11 @@ def footprint_figure(profile: "Profile", ceilings: "Ceilings | None" = None, tit
                                  mode="lines+markers", name=b, connectgaps=False))
     fig.add_trace(go.Scatter(x=x, y=[lv.bytes for lv in profile.levels], mode="lines+markers", name="total",
                              line={"color": "#000", "width": 3}))
-    for cache, size in caches.items():
-        fig.add_hline(y=size, line={"color": _CACHE_COLOURS.get(cache, "#777"), "dash": "dash"},
-                      annotation_text=f"{cache} {size // 1024} KiB", annotation_position="top right")
-    ys = [y for tr in fig.data for y in tr.y] + list(caches.values())
+    for cache, size in caches.items():  # traces, not shapes: each cache is named in the legend
+        fig.add_trace(go.Scatter(x=x, y=[size] * len(x), mode="lines", name=f"{cache} {size // 1024} KiB",
+                                 line={"color": _CACHE_COLOURS.get(cache, "#777"), "dash": "dash", "width": 1.5},
+                                 hovertemplate=f"{cache}: {size // 1024} KiB<extra></extra>"))
+    ys = [y for tr in fig.data for y in tr.y if y is not None]
     # long loop names go on a slanted axis with room of its own, so the plot keeps its height
     fig.update_layout(title=title or f"{profile.kernel}: footprint of one iteration per loop level",
                       yaxis=log_axis(ys, "bytes"), height=460,

@@ -36,8 +36,9 @@ from .convert import prepare, to_graph
 __all__ = ["MAX_MODEL_MB", "FORMATS", "UPLOAD_FORMATS", "Shapes", "import_file", "input_shapes", "import_module",
            "export_factory", "read_model", "check_upload", "store_upload", "parse_input", "first_line"]
 
-#: a model file (with its external data) larger than this is refused before it is read
-MAX_MODEL_MB = 512
+#: a model file (with its external data) larger than this is refused before it is read (not 512:
+#: Streamlit's uploader prints 512 MiB as "1GB per file", beside our "at most 512 MB")
+MAX_MODEL_MB = 500
 FORMATS = {".onnx": "ONNX", ".pt2": "torch.export"}
 #: what the app may accept from an upload (``.pt2`` unpickles: see the module docstring)
 UPLOAD_FORMATS = (".onnx",)
