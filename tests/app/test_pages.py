@@ -608,6 +608,9 @@ def test_a_click_on_a_loop_table_row_fills_the_primitives_block_and_loop(at):
         at.run()
     assert at.multiselect(key="la_fuse_loops").value == [table.loop[row - 1], table.loop[row]]  # outermost first
     assert not any(w.value.startswith("fuse would be refused") for w in at.warning), [w.value for w in at.warning]
+    at.button(key="apply_loop").click().run()  # the clicked row is not left checked over the new loops
+    assert session(at).steps[-1].primitive == "fuse" and at.session_state["loop_table_resets"] == 1
+    assert "loop_table_conv_1" not in at.session_state or not at.session_state["loop_table_conv_1"]["selection"]["rows"]
 
 
 def _drawn_nodes(app: AppTest) -> set[str]:

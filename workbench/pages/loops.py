@@ -30,13 +30,12 @@ if (sched := state.schedule(kernel)).kind == "conversion":
 blocks, loops = list(view.blocks), view.loops
 
 rows = [(b, lp) for b in blocks for lp in loops[b]]
+table_key = f"loop_table_{kernel}_{st.session_state.get('loop_table_resets', 0)}"
 with st.expander("Blocks and loops (outermost first): click a row to fill the primitive's loop", expanded=True):
     table = st.dataframe(pd.DataFrame([{"block": b, "loop": lp.name, "layout dim": view.dims.get(b, {}).get(lp.name, ""),
                                         "extent": lp.extent, "kind": lp.kind, "reduction": lp.reduction}
                                        for b, lp in rows]),
-                         # a new key per action: the clicked row is not left checked over the new loops
-                         hide_index=True, width="stretch", key=f"loop_table_{kernel}_{len(state.session.steps)}",
-                         on_select="rerun",
+                         hide_index=True, width="stretch", key=table_key, on_select="rerun",
                          selection_mode="single-row")
 
 prim = st.selectbox("Loop primitive", list(PRIMITIVES), key="loop_prim", format_func=lambda p: f"{p}: {PRIMITIVES[p].doc}")
@@ -79,14 +78,23 @@ if refused:
     st.warning(f"{prim} would be refused: {refused}", icon=":material/block:")
 
 
+def _applied() -> None:
+    """After an action: the nest it changed is the next "before"; a clicked row of the loop table
+    is not left checked over the new loops (a new key clears it; only then, as a new table is
+    drawn ~140 ms slower than an updated one)."""
+    st.session_state.setdefault("loop_before", {})[kernel] = after
+    if (table_key in st.session_state and st.session_state[table_key]["selection"]["rows"]):
+        st.session_state.loop_table_resets = st.session_state.get("loop_table_resets", 0) + 1
+
+
 def _apply_loop() -> None:
     if _state.act(lambda s: s.push(step), f"{prim} applied to {kernel}"):
-        st.session_state.setdefault("loop_before", {})[kernel] = after
+        _applied()
 
 
 def _apply_expert() -> None:
     if _state.act(lambda s: s.with_expert_schedule(kernel), f"expert schedule applied to {kernel}"):
-        st.session_state.setdefault("loop_before", {})[kernel] = after
+        _applied()
 
 
 apply_col, expert_col = st.columns(2)
