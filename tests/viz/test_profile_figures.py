@@ -42,7 +42,7 @@ def test_the_library_gemms_labels_sit_apart():
 
     ceil = replace(CEIL, library=(Yardstick("PyTorch", 2048, 210.0, 2), Yardstick("NumPy", 2048, 205.0, 2)))
     refs = {t.name: t.textposition for t in roofline_figure([], ceil).data if t.legendgroup == "library"}
-    assert refs == {"NumPy GEMM 2048 (library)": "bottom center", "PyTorch GEMM 2048 (library)": "top center"}
+    assert refs == {"NumPy GEMM 2048 (library)": "bottom left", "PyTorch GEMM 2048 (library)": "top left"}
 
 
 def _profile(name: str, l1_misses: int) -> Profile:
@@ -57,11 +57,11 @@ def _profile(name: str, l1_misses: int) -> Profile:
 
 def test_footprint_figure_has_a_line_per_buffer_and_the_total_against_the_caches():
     fig = footprint_figure(_profile("k", 100))
-    assert [t.name for t in fig.data] == ["x", "y", "total", "L1d 32 KiB", "L2 1024 KiB"]  # caches in the legend
+    assert [t.name for t in fig.data] == ["x", "y", "total", "L1d 32 KiB", "L2 1 MiB"]  # caches in the legend
     assert list(fig.data[2].y) == [5 * KIB * KIB, 80 * KIB, 320]
     assert [set(t.y) for t in fig.data[3:]] == [{32 * KIB}, {1024 * KIB}]
     with_ceilings = footprint_figure(_profile("k", 100), CEIL)  # the machine's three caches
-    assert [t.name for t in with_ceilings.data[3:]] == ["L1d 32 KiB", "L2 1024 KiB", "L3 8192 KiB"]
+    assert [t.name for t in with_ceilings.data[3:]] == ["L1d 32 KiB", "L2 1 MiB", "L3 8 MiB"]
     assert with_ceilings.layout.yaxis.type == "log"
 
 

@@ -126,9 +126,9 @@ if changed:
     st.markdown(f"**Last action** changed the layout of: {', '.join(sorted(changed))}")
     report.insert(0, "changed", report["tensor"].isin(changed))
 st.subheader("Propagation report")
-st.dataframe(report, width="stretch", hide_index=True, key="report")
+st.dataframe(report, width="stretch", hide_index=True, key="report", row_height=_state.WRAPPED_ROWS)
 st.subheader("Kernels")
 st.dataframe(pd.DataFrame([{"kernel": k.name, "ops": ", ".join(k.ops) or "(conversion)",
                             "reads": ", ".join(k.inputs), "writes": ", ".join(k.outputs),
                             "GFLOP": state.program.flops.get(k.name, 0) / 1e9} for k in plan.kernels]),
-             width="stretch", hide_index=True, key="kernels")
+             width="stretch", hide_index=True, key="kernels", row_height=_state.WRAPPED_ROWS)

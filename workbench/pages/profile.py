@@ -58,13 +58,13 @@ if timings:
     left.plotly_chart(latency_bars_figure(timings, spreads=_state.spreads()), width="stretch", key="latency_bars")
     right.plotly_chart(roofline_figure(_state.roofline_points(), c), width="stretch", key="roofline")
     st.dataframe(pd.DataFrame([p.row(c) for p in _state.roofline_points()]), hide_index=True, width="stretch",
-                 key="roofline_table")
+                 key="roofline_table", row_height=_state.WRAPPED_ROWS)
     st.caption("*% of roof*: the kernel's GFLOP/s over the roof at its arithmetic intensity, the lower of this "
                f"machine's FMA peak ({c.peak_gflops:.0f} GFLOP/s) and intensity x its STREAM bandwidth "
                f"({c.bandwidth_gbs:.1f} GB/s); *bound* says which of the two it is. Intensity counts compulsory "
                "traffic (each buffer read or written once).")
     if over := [p for p in _state.roofline_points() if p.roof_note(c)]:
-        st.caption(f"{len(over)} above 100% of their roof, which is no error: see *note*. The roof drawn is DRAM's "
+        st.caption(f"{', '.join(dict.fromkeys(p.kernel for p in over))} above 100% of the roof, which is no error: see *note*. The roof drawn is DRAM's "
                    "(STREAM); a kernel whose buffers fit a cache (*buffers fit*) is timed warm, and this machine's "
                    "per-cache bandwidth is not measured.")
     last = st.session_state.get("last_measure")

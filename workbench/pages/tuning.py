@@ -89,7 +89,7 @@ def trials(rows: list[dict]) -> None:
         keep &= table["stage"].isin(stages)
     if outcome != "all":
         keep &= table["latency ms"].isna() == (outcome == "failed")
-    st.dataframe(table[keep], hide_index=True, width="stretch", key="tune_trials",
+    st.dataframe(table[keep], hide_index=True, width="stretch", key="tune_trials", row_height=_state.WRAPPED_ROWS,
                  column_config={"latency ms": st.column_config.NumberColumn(format="%.4f")})
 
 

@@ -59,14 +59,37 @@ def log_ticks(lo: float, hi: float, least: int = 3, most: int = 8) -> list[float
     return ticks or [lo]
 
 
+def _step(v: float, up: bool) -> float:
+    """The 1-2-5 value next to ``v``: the least at or above it (``up``), else the greatest at or below.
+
+    >>> _step(3.85, False), _step(3.85, True), _step(20.0, True), _step(0.19, False)
+    (2.0, 5.0, 20.0, 0.1)
+    """
+    e = math.floor(math.log10(v))
+    steps = [m * 10.0 ** k for k in (e - 1, e, e + 1) for m in (1, 2, 5)]
+    return min(x for x in steps if x >= v * (1 - 1e-9)) if up else max(x for x in steps if x <= v * (1 + 1e-9))
+
+
 def log_axis(values: Iterable[float | None], title: str | None = None, **extra: object) -> dict:
     """A Plotly log-axis dict whose ticks cover the positive ``values`` (Plotly's own ticks when
-    there are none)."""
+    there are none). Without a given ``range`` the axis runs from the 1-2-5 value below the
+    data to the one above it (with a little room), so the lowest and highest points have a tick
+    beyond them to be read against."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
     axis: dict = {"type": "log", **extra}
     if title is not None:
         axis["title"] = title
     if vals:
-        ticks = log_ticks(min(vals), max(vals))
+        lo, hi = min(vals), max(vals)
+        ticks = log_ticks(lo, hi)
+        if "range" not in extra:
+            lo, hi = _step(lo / 1.05, up=False), _step(hi * 1.05, up=True)
+            ticks = log_ticks(lo, hi)
+            if ticks and ticks[0] > min(vals):  # decades only, over a wide range: one decade more each way
+                lo = ticks[0] / 10
+            if ticks and ticks[-1] < max(vals):
+                hi = ticks[-1] * 10
+            ticks = log_ticks(lo, hi)
+            axis["range"] = [math.log10(lo), math.log10(hi)]
         axis.update(tickmode="array", tickvals=ticks, ticktext=[_label(t) for t in ticks])
     return axis

@@ -33,9 +33,10 @@ def footprint_figure(profile: "Profile", ceilings: "Ceilings | None" = None, tit
     fig.add_trace(go.Scatter(x=x, y=[lv.bytes for lv in profile.levels], mode="lines+markers", name="total",
                              line={"color": "#000", "width": 3}))
     for cache, size in caches.items():  # traces, not shapes: each cache is named in the legend
-        fig.add_trace(go.Scatter(x=x, y=[size] * len(x), mode="lines", name=f"{cache} {size // 1024} KiB",
+        label = f"{cache} {size / 2**20:g} MiB" if size >= 2**20 else f"{cache} {size // 1024} KiB"
+        fig.add_trace(go.Scatter(x=x, y=[size] * len(x), mode="lines", name=label,
                                  line={"color": _CACHE_COLOURS.get(cache, "#777"), "dash": "dash", "width": 1.5},
-                                 hovertemplate=f"{cache}: {size // 1024} KiB<extra></extra>"))
+                                 hovertemplate=f"{label}<extra></extra>"))
     ys = [y for tr in fig.data for y in tr.y if y is not None]
     # long loop names go on a slanted axis with room of its own, so the plot keeps its height
     fig.update_layout(title=title or f"{profile.kernel}: footprint of one iteration per loop level",

@@ -550,6 +550,11 @@ class _Room:
         return [(i, j) for i in range(int(b.x0 // _CELL), int(b.x1 // _CELL) + 1)
                 for j in range(int(b.y0 // _CELL), int(b.y1 // _CELL) + 1)]
 
+    def occupy(self, key: Any, b: Box) -> None:
+        """Hold ``b`` for ``key`` unchecked (a drawn op's box: only its own name may go on it)."""
+        for c in self._cells(b):
+            self.cells.setdefault(c, []).append((key, b))
+
     def take(self, key: Any, b: Box) -> bool:
         """Keep ``b`` if it is inside the frame and clear of every kept box but ``key``'s own."""
         f = self.frame
@@ -586,6 +591,8 @@ def _drawn_texts(g: nx.DiGraph, geo: GraphGeometry, scale: float, view: Box, fir
     if scale >= 1:
         return full
     room = _Room(Box(view.x0 * scale, view.x1 * scale, view.y0 * scale, view.y1 * scale))
+    for n, b in geo.boxes.items():  # a name beside its box, or an edge's label, stays off other ops' boxes
+        room.occupy(n, Box(b.x0 * scale, b.x1 * scale, b.y0 * scale, b.y1 * scale))
     rank = {n: i for i, n in enumerate(n for n in first if n in g)}
     order = sorted(g.nodes, key=lambda n: (rank.get(n, len(rank)), _NAME_RANK.get(g.nodes[n]["kind"], 2)))
     out = _Texts({}, {}, set(), {})

@@ -61,11 +61,12 @@ def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
                            f"{p.percent_of_roof(ceilings):.1f}% of the {p.bound(ceilings)} roof"
                            + (f"<br>{note}" if note else "") + "<extra></extra>")))
     # the libraries' GEMMs sit at one intensity, often at about the same rate: labels alternate
-    # below and above their stars, the slower one's below, so two labels never share a line
+    # below and above their stars, the slower one's below, so two labels never share a line; to
+    # the left, as the stars sit near the plot's right edge
     for i, y in enumerate(sorted(refs, key=lambda r: r.gflops)):
         fig.add_trace(go.Scatter(
             x=[y.intensity], y=[y.gflops], mode="markers+text", name=f"{y.label} (library)", legendgroup="library",
-            text=[y.label], textposition=("bottom center", "top center")[i % 2], marker=_REFERENCE,
+            text=[y.label], textposition=("bottom left", "top left")[i % 2], marker=_REFERENCE,
             hovertemplate=f"<b>{y.label}</b> (library, {y.threads} threads)<br>%{{y:.1f}} GFLOP/s<extra></extra>"))
     ymin = min([p.gflops for p in shown] + [lo * ceilings.bandwidth_gbs]) / 2
     ytop = max([ceilings.peak_gflops] + [y.gflops for y in refs])  # a library may beat the measured roof
