@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tvm
 from tvm import tirx
 from tvm.sym.analyzer import Analyzer
 
@@ -22,7 +23,7 @@ from workbench.engine.keys import apply_actions, apply_layout
 from workbench.engine.loops import apply_steps, list_loops
 from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.program import make_program
-from workbench.engine.targets import vector_unit
+from workbench.engine.targets import target_from, vector_unit
 
 TARGET = {"kind": "llvm", "num-cores": 2}
 AVX2 = {"kind": "llvm", "mcpu": "haswell", "num-cores": 4}
@@ -363,7 +364,8 @@ def test_a_unit_innermost_dim_does_not_take_the_vector():
 def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whole():
     """ALT's tiled output -> NCHW (rows of 64 W from 16-wide tiles, larger than half the L2):
     the conversion writes a buffer, copied to the destination row by row after its tile, and
-    matches the reference; NCHW16c -> NCHW (each row from one tile) and a small output do not."""
+    matches the reference; NCHW16c -> NCHW (each row from one tile) and a small output do not.
+    (Built for AVX2: on AVX-512 the gathered rows go through register tiles instead.)"""
     def conv(shape, *acts):
         b = GraphBuilder("tiles")
         b.op("conv", "conv2d", b.input("data", shape), b.const("conv.weight", (32, shape[1], 3, 3)), padding=1)
@@ -373,7 +375,7 @@ def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whol
 
     def steps_of(g, book, kernel="convert_conv_out"):
         prog = make_program(g, book)
-        return conversion_steps(prog.funcs[kernel], kernel, TARGET)
+        return conversion_steps(prog.funcs[kernel], kernel, AVX2)
 
     cap = convert._Cache.of(4).cap
     big = (max(1, 4 * cap // (32 * 64 * 64)), 8, 64, 64)  # the output: 4x half the L2
@@ -381,8 +383,8 @@ def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whol
     steps = steps_of(g, book)
     assert [s.primitive for s in steps][-4:] == ["cache_write", "reverse_compute_at", "split", "vectorize"]
     back = dict(steps[-1].args)["block"]
-    assert back == "convert_conv_out_global" and dict(steps[-2].args)["factors"][-1] == vector_unit(TARGET).lanes
-    _scheduled_matches(g, book)
+    assert back == "convert_conv_out_global" and dict(steps[-2].args)["factors"][-1] == vector_unit(AVX2).lanes
+    _scheduled_matches(g, book, target=AVX2)
     g, book = conv(big, ("blocked", "data@conv", {"factor": 16}), ("blocked", "conv", {"factor": 16}))
     assert "cache_write" not in [s.primitive for s in steps_of(g, book)]
     g, book = conv((1, 8, 16, 16), ("alt_tiled", "conv", {"tiles": [4, 16], "ot": 16, "it": 8}))
@@ -430,6 +432,27 @@ def test_a_transpose_sweeps_the_channels_a_block_at_a_time(key, width, block):
     else:  # (the outer loops, fused), W tiles, all channel tiles, 4 x 4
         assert tile[1:] == [width // 4, 16, 4, 4], tile
     _scheduled_matches(g, book)
+
+
+def test_on_avx512_a_tiled_output_moves_register_tiles_inside_each_source_tile():
+    """ALT's output (16-channel x 16-W source tiles) -> NCHW: built for AVX-512 the order model's
+    two innermost loops (C.i reading the tile's rows, W.i gathering across them, 16 floats
+    apart) go through 4x4 register tiles (a local tile read along C.i, written along W.i); built
+    for AVX2 the order model's vectorized gather stays. Both match the reference."""
+    g = _conv((1, 32, 8, 32), 32)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16]))
+    prog = make_program(g, book)
+    back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
+    steps = conversion_steps(prog.funcs[back], back, AVX512)
+    assert [s.primitive for s in steps if s.primitive in ("cache_read", "compute_at", "cache_write")] == \
+        ["cache_read", "compute_at"]
+    sch = apply_steps(prog.funcs[back], steps)
+    tile = dict(next(s for s in steps if s.primitive == "compute_at").args)["block"]
+    for block in (tile, back):
+        assert [(lp.kind, lp.extent) for lp in list_loops(sch, block)[-2:]] == [("unrolled", 4), ("vectorized", 4)]
+    assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[back], back, AVX2)]
+    tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(AVX512))  # builds where AVX-512 is not
+    _scheduled_matches(g, book)  # runs as the host's ISA schedules it
 
 
 @pytest.mark.parametrize("case", ["nchw16c back", "alt output", "alt unfold", "odd sizes"])

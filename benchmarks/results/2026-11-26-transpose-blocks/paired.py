@@ -15,7 +15,7 @@ T = {"kind": "llvm", "num-cores": 2}
 args = sys.argv[1:]
 if "--mcpu" in args:
     i = args.index("--mcpu"); T["mcpu"] = args[i + 1]; del args[i:i + 2]
-ROUNDS = int(args[0]); names = args[1:]
+ROUNDS = int(args[0]); names = args[1:]  # --bench: the conversions benchmark's cases instead
 CASES = [
     ConversionCase("nhwc64_112", (16, 64, 112, 112), 64, 3, 1, 1, "channels_last"),
     ConversionCase("nhwc256_28", (16, 256, 28, 28), 256, 3, 1, 1, "channels_last"),
@@ -26,6 +26,9 @@ CASES = [
     ConversionCase("nchw8c", (16, 64, 112, 112), 64, 3, 1, 1, "blocked", {"factor": 8}),
     ConversionCase("nhwc_small", (1, 64, 56, 56), 64, 3, 1, 1, "channels_last"),
 ]
+if "--bench" in names:
+    from workbench.engine.convbench import CASES
+    names = [n for n in names if n != "--bench"]
 rng = np.random.default_rng(0)
 for case in CASES:
     if names and case.name not in names: continue
