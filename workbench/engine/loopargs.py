@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from .errors import LoopError
 from .loops import PRIMITIVES, FuncOrSchedule, LoopInfo, apply_step, block_writes, list_blocks, list_loops, loop_step
 
-__all__ = ["default_arguments"]
+__all__ = ["default_arguments", "split_inner"]
 
 #: candidates tried at most per primitive (each is one apply on a copy of the schedule, ~1-5 ms)
 MAX_TRIES = 24
@@ -44,17 +44,26 @@ def default_arguments(func_or_sch: FuncOrSchedule, primitive: str) -> dict[str, 
     spec = PRIMITIVES[primitive]
     blocks = list_blocks(func_or_sch)
     loops = {b: list_loops(func_or_sch, b) for b in blocks}
-    fixed = {k: v for k, v in spec.defaults.items()}
     for n, args in enumerate(_candidates(primitive, blocks, loops)):
         if n >= MAX_TRIES:
             return None
         try:
-            apply_step(func_or_sch, loop_step(primitive, **{**fixed, **_form_defaults(func_or_sch, primitive, args, loops),
-                                                             **args}))
+            given = _form_defaults(func_or_sch, primitive, args, loops)
+            apply_step(func_or_sch, loop_step(primitive, **{**spec.defaults, **given, **args}))
         except LoopError:
             continue
         return args
     return None
+
+
+def split_inner(extent: int) -> int:
+    """A split's default inner factor: the largest divisor of the loop's ``extent`` up to 16 (so
+    ``[-1, split_inner(extent)]`` always applies).
+
+    >>> split_inner(64), split_inner(112), split_inner(7), split_inner(1)
+    (16, 16, 7, 1)
+    """
+    return max((f for f in range(1, 17) if extent % f == 0), default=1)
 
 
 def _form_defaults(func_or_sch: FuncOrSchedule, primitive: str, args: dict[str, Any],
@@ -67,7 +76,7 @@ def _form_defaults(func_or_sch: FuncOrSchedule, primitive: str, args: dict[str, 
     for arg, kind in spec.args.items():
         if kind == "ints" and "loop" in args:
             extent = next(lp.extent for lp in loops[args[spec.loop_of]] if lp.name == args["loop"])
-            out[arg] = [None, max(f for f in range(1, 17) if extent % f == 0)]
+            out[arg] = [None, split_inner(extent)]
         elif kind in ("int", "written"):
             out[arg] = int(spec.defaults.get(arg) or 0)
         elif kind in ("written_factors", "written_perm"):

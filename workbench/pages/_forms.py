@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 import streamlit as st
 
 from workbench.engine.errors import WorkbenchError
+from workbench.engine.loopargs import split_inner
 from workbench.engine.step import PrimitiveSpec
 
 __all__ = ["FormContext", "primitive_form", "parse_ints", "picked_arguments", "widget_key"]
@@ -115,7 +116,7 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
     if kind == "ints":
         # the factors of the loop or dim chosen before: a default that always applies, reset on a new choice
         extent = _chosen_extent(spec, ctx, args)
-        inner = max((f for f in range(1, 17) if extent % f == 0), default=1)
+        inner = split_inner(extent)
         text = st.text_input(f"{arg} (comma-separated; one may be null or -1: inferred; extent {extent})",
                              f"-1, {inner}", key=f"{key}_{extent}")
         return parse_ints(text, arg, nullable=True)

@@ -244,18 +244,27 @@ def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, transpose: tu
     b.step("reorder", loops=[*others, *([f"{far}_0", f"{near}_0", f"{far}_1"] if blocks else [f"{s}_0", f"{d}_0"]),
                              *tile])
     parallel_outer(b, b.loops()[:len(others)], cores)
+    return _through_registers(b, width)
+
+
+def _through_registers(b: _Builder, width: int) -> list[Step] | None:
+    """``b``'s steps, then its two innermost loops (``width`` each: the tile, source rows outside)
+    moved through registers: the tile read into a local buffer along the source's rows
+    (``cache_read`` at the loop outside the tile), both it and the block written unrolled and
+    vectorized. None when TVM cannot bound the tile's source region to a constant
+    ``width`` x ``width`` (a row cut across a fused dim, or a region that varies with the outer loops)."""
     before = set(list_blocks(b.sch))
     b.step("cache_read", read_index=0, scope="local")
     (tile,) = [blk for blk in list_blocks(b.sch) if blk not in before]
-    shared = len(b.loops()) - 2  # the loops down to the tile's: the far tiles' loop
-    b.step("compute_at", on=tile, target_block=block, loop=b.loops()[shared - 1].name)
+    shared = len(b.loops()) - 2  # the loops down to the tile's
+    b.step("compute_at", on=tile, target_block=b.block, loop=b.loops()[shared - 1].name)
     try:
         region = math.prod(lp.extent for lp in list_loops(b.sch, tile)[shared:])
     except LoopError:
-        return None  # the tile's source region varies with the outer loops
+        return None
     if region != width * width:
-        return None  # larger: a row cut across a fused dim
-    for blk in (tile, block):
+        return None
+    for blk in (tile, b.block):
         inner = list_loops(b.sch, blk)
         b.step("unroll", on=blk, loop=inner[-2].name)
         b.step("vectorize", on=blk, loop=inner[-1].name)
@@ -298,22 +307,7 @@ def _tile_transpose(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder, o
         t.step("split", loop=name, factors=[None, width])
     names = [lp.name for lp in t.loops()]
     t.step("reorder", loops=[names[-4], names[-2], names[-3], names[-1]])
-    before = set(list_blocks(t.sch))
-    t.step("cache_read", read_index=0, scope="local")
-    (tile,) = [blk for blk in list_blocks(t.sch) if blk not in before]
-    shared = len(t.loops()) - 2
-    t.step("compute_at", on=tile, target_block=block, loop=t.loops()[shared - 1].name)
-    try:
-        region = math.prod(lp.extent for lp in list_loops(t.sch, tile)[shared:])
-    except LoopError:
-        return None  # the tile's source region varies with the outer loops
-    if region != width * width:
-        return None
-    for blk in (tile, block):
-        loops = list_loops(t.sch, blk)
-        t.step("unroll", on=blk, loop=loops[-2].name)
-        t.step("vectorize", on=blk, loop=loops[-1].name)
-    return t.steps
+    return _through_registers(t, width)
 
 
 def _rows_across_tiles(access: _Access, extents: Sequence[int], cache: _Cache) -> bool:
