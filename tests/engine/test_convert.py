@@ -455,6 +455,48 @@ def test_on_avx512_a_tiled_output_moves_register_tiles_inside_each_source_tile()
     _scheduled_matches(g, book)  # runs as the host's ISA schedules it
 
 
+def test_on_avx512_rows_crossing_tiles_of_odd_width_go_through_four_by_piece_tiles():
+    """ALT's output tiled 4 H x 14 W x 16 channels -> NCHW: each 28-wide row crosses a source
+    tile every 14 W, which 4 does not divide, so 4x4 tiles do not apply; built for AVX-512 the
+    row is split at the tiles and 4 channels (the source's rows) move inside it: a local
+    14 W x 4 channel tile read along the channels, written 4 rows of 14 W. Matches the
+    reference; built for AVX2 the order model's gather stays."""
+    g = _conv((1, 32, 8, 28), 32)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 14]))
+    prog = make_program(g, book)
+    back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
+    steps = conversion_steps(prog.funcs[back], back, AVX512)
+    splits = [(s.get("loop"), s.get("factors")) for s in steps if s.primitive == "split"]
+    assert ("i3", [None, 14]) in splits and any(f == [None, 4] for _, f in splits)
+    sch = apply_steps(prog.funcs[back], steps)
+    tile = dict(next(s for s in steps if s.primitive == "compute_at").args)["block"]
+    assert [(lp.kind, lp.extent) for lp in list_loops(sch, tile)[-2:]] == [("unrolled", 14), ("vectorized", 4)]
+    assert [(lp.kind, lp.extent) for lp in list_loops(sch, back)[-2:]] == [("unrolled", 4), ("vectorized", 14)]
+    assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[back], back, AVX2)]
+    tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(AVX512))
+    _scheduled_matches(g, book)
+
+
+def test_the_loops_outside_half_the_l2_do_not_write_between_the_tiles_lines(caches):
+    """The 7x7/2 stem's output from 14 H x 2 W tiles -> NCHW (64 channels of 112 W): the streams
+    model alone keeps the W blocks outermost (each pass over the image writes one line of every
+    channel row: 40% of a copy on the Xeon); the W blocks go inside the H blocks instead, so the
+    loops inside half the L2 write whole runs of adjacent lines (78%)."""
+    g = _conv((1, 3, 224, 224), 64, 7, 2, 3)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[14, 2], ot=16, it=1))
+    prog = make_program(g, book)
+    back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
+    steps, loops = _scheduled_loops(prog, back)
+    # loops: i1 C, i2 H (by the 14-high tiles), i3 W (16-wide blocks of 2-wide tiles)
+    order = next(s for s in steps if s.primitive == "reorder").get("loops")
+    assert order.index("i2_0") < order.index("i3_0") < order.index("i2_1"), order
+    access = convert._Access.of(prog.funcs[back], back, list_loops(prog.funcs[back], back))
+    cache = convert._Cache.of(4)
+    extents = [lp.extent for lp in list_loops(prog.funcs[back], back)]
+    assert convert._dense([], [], extents, access, cache) is None  # nothing to close
+    _scheduled_matches(g, book, AVX2)
+
+
 @pytest.mark.parametrize("case", ["nchw16c back", "alt output", "alt unfold", "odd sizes"])
 def test_transposes_of_tiled_or_odd_buffers_keep_the_order_model(case):
     """Rows read from the source's tiles (NCHW16c -> NCHW, ALT's tiled output, ALT's unfold

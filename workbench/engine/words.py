@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-__all__ = ["plural", "duration", "action_chain"]
+__all__ = ["plural", "duration", "size", "action_chain"]
 
 
 def plural(n: int, noun: str, many: str | None = None) -> str:
@@ -31,6 +31,18 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60} s"
     return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def size(nbytes: int) -> str:
+    """A cache's or buffer's size in the largest binary unit that keeps it at one or more.
+
+    >>> size(48 * 1024), size(2 * 2**20), size(480 * 2**20), size(1536 * 2**20), size(512)
+    ('48 KiB', '2 MiB', '480 MiB', '1.5 GiB', '512 B')
+    """
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} B"
 
 
 def action_chain(actions: Iterable[tuple[str, str]], width: int | None = None) -> str:

@@ -12,6 +12,7 @@ import streamlit as st
 from workbench.engine.ceilings import get_ceilings
 from workbench.engine.conversions import conversion_rates
 from workbench.engine.counters import EVENTS
+from workbench.engine import words
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.roofline import program_points
 from workbench.engine.session import list_sessions, load_state, safe_path
@@ -42,7 +43,7 @@ a, b, d = st.columns(3)
 a.metric("Peak (FMA kernel)", f"{c.peak_gflops:.0f} GFLOP/s")
 b.metric("Bandwidth (triad)", f"{c.triad_gbs:.1f} GB/s")
 d.metric("Ridge point", f"{c.ridge:.1f} FLOP/B")
-st.caption(f"{c.cpu}; caches " + ", ".join(f"{k} {v // 1024} KiB" for k, v in c.caches.items())
+st.caption(f"{c.cpu}; caches " + ", ".join(f"{k} {words.size(v)}" for k, v in c.caches.items())
            + f", {c.line_bytes} B lines; measured for `{json.dumps(c.target)}`" + (f". {c.note}" if c.note else ""))
 if st.button("Re-measure the ceilings", key="ceilings_remeasure"):
     st.session_state.ceilings_refresh = st.session_state.get("ceilings_refresh", 0) + 1

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from workbench.engine import words
+
 from .axes import log_axis
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ def footprint_figure(profile: "Profile", ceilings: "Ceilings | None" = None, tit
     fig.add_trace(go.Scatter(x=x, y=[lv.bytes for lv in profile.levels], mode="lines+markers", name="total",
                              line={"color": "#000", "width": 3}))
     for cache, size in caches.items():  # traces, not shapes: each cache is named in the legend
-        label = f"{cache} {size / 2**20:g} MiB" if size >= 2**20 else f"{cache} {size // 1024} KiB"
+        label = f"{cache} {words.size(size)}"
         fig.add_trace(go.Scatter(x=x, y=[size] * len(x), mode="lines", name=label,
                                  line={"color": _CACHE_COLOURS.get(cache, "#777"), "dash": "dash", "width": 1.5},
                                  hovertemplate=f"{label}<extra></extra>"))

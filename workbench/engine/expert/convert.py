@@ -103,6 +103,9 @@ _FAR_LINES = {True: 2, False: 1}
 #: 36%, the 7x7/2 stem's output 64% instead of 52% (Xeon); on the AMD EPYC (8 lanes) register
 #: tiles on tiled sources ran at 0.6-0.9x of the order model's schedule
 _TILE_GATHER_LANES = 16
+#: the longest piece of a destination row, in register tile widths, that ``_piece_tile`` moves
+#: through registers whole (16 floats: 16 of AVX-512's 32 registers hold the tile)
+_PIECE_WIDTHS = 4
 
 
 def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
@@ -247,12 +250,13 @@ def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, transpose: tu
     return _through_registers(b, width)
 
 
-def _through_registers(b: _Builder, width: int) -> list[Step] | None:
-    """``b``'s steps, then its two innermost loops (``width`` each: the tile, source rows outside)
-    moved through registers: the tile read into a local buffer along the source's rows
-    (``cache_read`` at the loop outside the tile), both it and the block written unrolled and
-    vectorized. None when TVM cannot bound the tile's source region to a constant
-    ``width`` x ``width`` (a row cut across a fused dim, or a region that varies with the outer loops)."""
+def _through_registers(b: _Builder, width: int, cols: int | None = None) -> list[Step] | None:
+    """``b``'s steps, then its two innermost loops (``width`` source rows outside, ``cols``
+    (default ``width``) along the destination's row inside) moved through registers: the tile
+    read into a local buffer along the source's rows (``cache_read`` at the loop outside the
+    tile), both it and the block written unrolled and vectorized. None when TVM cannot bound
+    the tile's source region to a constant ``width`` x ``cols`` (a row cut across a fused dim,
+    or a region that varies with the outer loops)."""
     before = set(list_blocks(b.sch))
     b.step("cache_read", read_index=0, scope="local")
     (tile,) = [blk for blk in list_blocks(b.sch) if blk not in before]
@@ -262,7 +266,7 @@ def _through_registers(b: _Builder, width: int) -> list[Step] | None:
         region = math.prod(lp.extent for lp in list_loops(b.sch, tile)[shared:])
     except LoopError:
         return None
-    if region != width * width:
+    if region != width * (cols or width):
         return None
     for blk in (tile, b.block):
         inner = list_loops(b.sch, blk)
@@ -294,20 +298,64 @@ def _tile_transpose(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder, o
     width = _TRANSPOSE_BYTES // access.itemsize
     (row, vec) = order[-2:]
     gather = abs(_source_step(access, vec) or 1)
-    if width < 2 or row.extent % width or vec.extent % width or _source_step(access, row) != 1 or \
-            not 1 < gather <= line or math.prod(access.src_shape) != math.prod(access.dst_shape):
+    if width < 2 or not 1 < gather <= line or math.prod(access.src_shape) != math.prod(access.dst_shape):
         # (lanes from rows farther apart: NCHW -> ALT's tiles for a 1x1 stride-2 conv, whose C.i
         # gathers 16 channel planes, ran at 0.85-0.97x through tiles, 102% of a copy without)
         return None
-    t = _Builder(func, kernel, block)
-    for s in b.steps:
-        t.step(s.primitive, **{a: v for a, v in s.kwargs.items() if a != "block"})
+    if row.extent % width or vec.extent % width or _source_step(access, row) != 1:
+        return _piece_tile(func, kernel, block, b, order, access, width)
+    t = _replayed(func, kernel, block, b)
     inner = [lp.name for lp in t.loops()[-2:]]
     for name in inner:
         t.step("split", loop=name, factors=[None, width])
     names = [lp.name for lp in t.loops()]
     t.step("reorder", loops=[names[-4], names[-2], names[-3], names[-1]])
     return _through_registers(t, width)
+
+
+def _replayed(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder) -> _Builder:
+    """A new builder with ``b``'s steps applied."""
+    t = _Builder(func, kernel, block)
+    for s in b.steps:
+        t.step(s.primitive, **{a: v for a, v in s.kwargs.items() if a != "block"})
+    return t
+
+
+def _piece_tile(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder, order: Sequence[_Piece],
+                access: _Access, width: int) -> list[Step] | None:
+    """``_tile_transpose`` where the destination's row crosses the source's tiles every ``r``
+    elements, ``r`` not a multiple of the tile's ``width`` (ALT's 1x1 stride-2 output -> NCHW:
+    rows of 56 W from 14-wide tiles), or the loop outside it does not read the source's rows:
+    the row is split at the source's tiles (a row of one piece keeps its loop) and ``width``
+    values of the innermost loop that reads the source's rows (the channels) move inside it,
+    so that each piece goes through a ``width`` x ``r`` register tile. Paired on the Xeon with
+    the order model's gather, the 1x1 stride-2 output: 85% of a copy timed beside it instead
+    of 53% (80% instead of 60% built for AVX2 on the same Xeon). None where the pieces are
+    narrower than ``width`` or wider than ``_PIECE_WIDTHS`` tiles, or no loop reads the
+    source's rows in whole tiles."""
+    vec = order[-1]
+    if len(vec.group) != 1:
+        return None
+    off = access.source_along(vec.group[0], np.arange(vec.extent, dtype=np.int64) * vec.step)
+    steps = np.diff(off)
+    r = next((i + 1 for i, d in enumerate(steps) if d != steps[0]), vec.extent)
+    if vec.extent % r or not width <= r <= _PIECE_WIDTHS * width or \
+            np.any(np.diff(off.reshape(-1, r), axis=1) != steps[0]):
+        return None
+    rows = [p for p in order[:-1] if len(p.group) == 1 and p.extent % width == 0 and _source_step(access, p) == 1]
+    t = _replayed(func, kernel, block, b)
+    loops = t.loops()
+    depth = len(order) - order.index(rows[-1]) if rows else len(loops) + 1
+    if depth > len(loops) or loops[-depth].name.endswith("_fused"):
+        return None  # (no such loop, or it went into the parallel loop)
+    v, s = loops[-1].name, loops[-depth].name
+    if r < vec.extent:
+        t.step("split", loop=v, factors=[None, r])
+    t.step("split", loop=s, factors=[None, width])
+    names = [lp.name for lp in t.loops()]
+    tile = [names[-2]] * (r < vec.extent) + [f"{s}_0", f"{s}_1", names[-1]]
+    t.step("reorder", loops=[n for n in names[names.index(f"{s}_0"):] if n not in tile] + tile)
+    return _through_registers(t, width, r)
 
 
 def _rows_across_tiles(access: _Access, extents: Sequence[int], cache: _Cache) -> bool:
@@ -531,7 +579,9 @@ def _order(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access | N
     2. the streams (up to half the L2): among the pieces that lower the streams per element
        (the tile's rows grow into long runs) without reading more lines per element, the one
        that leaves the fewest streams running at once, while one does (64 NCHW channel rows
-       read side by side for NHWC ran at half the rate of 16).
+       read side by side for NHWC ran at half the rate of 16); then, where another loop would
+       write lines between the lines it writes (``_dense``), the last of these pieces gives
+       way to the piece that closes the gaps.
 
     The rest stays outside, in the destination's order."""
     inner = [pieces[-1]]
@@ -555,7 +605,31 @@ def _order(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access | N
             now, best = min(scored, key=key)
             inner.append(best)
             rest.remove(best)
+        if phase == 0:
+            tile = len(inner)
+    if len(inner) > tile and (dense := _dense(inner, rest, extents, access, cache)):
+        rest.append(inner.pop())
+        inner.append(dense)
     return [p for p in pieces if p not in inner] + inner[::-1]
+
+
+def _dense(inner: list[_Piece], rest: Sequence[_Piece], extents: Sequence[int], access: _Access,
+           cache: _Cache) -> _Piece | None:
+    """The piece outside that, in place of ``inner``'s last, makes its destination lines whole
+    runs of adjacent lines, where they are not: a loop outside half the L2 writing the lines
+    between them writes each row in passes over the whole buffer (the 7x7/2 stem's output from
+    14x2 tiles: its W blocks outside the channel and H blocks, at 40% of a copy timed beside
+    it; inside them, each row written whole: 78-83%). None when they are runs already or no
+    piece fits."""
+    def gaps(fp: _Footprint, dense: _Footprint) -> int:
+        return dense.writes - fp.writes
+    if not gaps(_footprint(inner, extents, access, cache), _footprint(inner, extents, access, cache, dense=True)):
+        return None
+    keep = inner[:-1]
+    fits = [q for q in rest if math.prod(p.extent for p in keep) * q.extent <= cache.cap]
+    found = [(fp.streams, q) for q in fits if not gaps(fp := _footprint([*keep, q], extents, access, cache),
+                                                      _footprint([*keep, q], extents, access, cache, dense=True))]
+    return min(found, key=lambda t: (t[0], -t[1].pos))[1] if found else None
 
 
 def _fits(inner: list[_Piece], p: _Piece, now: _Footprint, phase: int, extents: Sequence[int], access: _Access,
@@ -627,12 +701,15 @@ class _Footprint:
     streams: float
     runs: float
     reads: int
+    writes: int
     load: int
     pages: int
 
 
-def _footprint(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access, cache: _Cache) -> _Footprint:
-    """The footprint of ``pieces`` (innermost first; the other loops at 0)."""
+def _footprint(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access, cache: _Cache,
+               dense: bool = False) -> _Footprint:
+    """The footprint of ``pieces`` (innermost first; the other loops at 0); with ``dense``, a run
+    of writes is adjacent lines, else lines within a page of each other."""
     n = len(pieces)
     coords: dict[tuple[int, ...], Any] = {}
     for j, p in enumerate(pieces):
@@ -645,7 +722,7 @@ def _footprint(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access
     shape = [p.extent for p in pieces]
     size = math.prod(shape)
     found = []  # per side: lines touched, runs, the most live lines in one set
-    for off, gap in zip(access.offsets(values), (1, cache.sets)):  # the source, the destination
+    for off, gap in zip(access.offsets(values), (1, 1 if dense else cache.sets)):  # the source, the destination
         per = np.broadcast_to(off, shape) // cache.line
         touched = _distinct(per)
         runs = 1 + np.count_nonzero(np.diff(touched) > gap)
@@ -661,8 +738,8 @@ def _footprint(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access
     (src_lines, reads, src_load), (dst_lines, writes, dst_load) = found
     streams = reads + _WRITE_RUN * writes
     pages = _distinct(touched // cache.sets).size  # touched: the destination's lines
-    return _Footprint(src_lines / size, dst_lines / size, streams, streams / size, reads, max(src_load, dst_load),
-                      pages)
+    return _Footprint(src_lines / size, dst_lines / size, streams, streams / size, reads, int(writes),
+                      max(src_load, dst_load), pages)
 
 
 def _distinct(a: np.ndarray) -> np.ndarray:
