@@ -1,0 +1,49 @@
+"""Paired: HEAD's vs the working tree's conversion steps on the suite's workloads x alt_tiled
+(batch 1, as the single-op benchmark pays them), each timed in turn; plus extra ConversionCases.
+usage: PYTHONPATH=. python work/tr_suite.py ROUNDS [--mcpu X]"""
+import importlib.util, subprocess, sys, math
+import numpy as np
+import workbench.engine.expert.convert as new
+from workbench.engine.convbench import ConversionCase, case_conversions, _compile, _random_args
+from workbench.engine.loops import apply_steps
+from workbench.engine.bench import call_timer, load_suite, workload_graph
+from workbench.engine.interleave import interleaved_samples
+from workbench.engine.book import LayoutBook
+from workbench.engine.keys import apply_actions
+from workbench.engine.presets import preset_actions
+from workbench.engine.program import make_program
+open("/tmp/convert_old.py", "w").write(subprocess.check_output(["git", "show", "HEAD:workbench/engine/expert/convert.py"], text=True))
+spec = importlib.util.spec_from_file_location("workbench.engine.expert.convert_old", "/tmp/convert_old.py")
+old = importlib.util.module_from_spec(spec); sys.modules[spec.name] = old; spec.loader.exec_module(old)
+T = {"kind": "llvm", "num-cores": 2}
+args = sys.argv[1:]
+if "--mcpu" in args:
+    i = args.index("--mcpu"); T["mcpu"] = args[i + 1]; del args[i:i + 2]
+ROUNDS = int(args[0])
+funcs = []
+for w in load_suite("benchmarks/suite.json"):
+    g, op = workload_graph(w)
+    try:
+        prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", op)))
+    except Exception:
+        continue
+    funcs += [(w.name, k, f) for k, f in prog.funcs.items() if k.startswith("convert")]
+for case in [ConversionCase("alt_3x3_7x14_b8", (8, 64, 56, 56), 64, 3, 1, 1, "alt_tiled", {"tiles": [7, 14]})]:
+    funcs += [(case.name, k, raw) for k, raw, _ in case_conversions(case, T)]
+rng = np.random.default_rng(0)
+for name, k, raw in funcs:
+    so, sn = old.conversion_steps(raw, k, T), new.conversion_steps(raw, k, T)
+    if so == sn:
+        continue
+    want = _random_args(raw, rng); _compile(raw, T)(*want)
+    timers = {}
+    for label, st in (("old", so), ("new", sn)):
+        f = apply_steps(raw, st).mod["main"]
+        fn = _compile(f, T); a = _random_args(f, rng); a[0] = want[0]; fn(*a)
+        assert np.array_equal(a[-1].numpy(), want[-1].numpy()), (name, k, label)
+        timers[label] = call_timer(lambda fn=fn, a=a: fn(*a))
+    s = interleaved_samples(timers, ROUNDS)
+    ratio = [o / n for o, n in zip(s["old"], s["new"])]
+    nbytes = sum(4 * math.prod(int(n) for n in p.shape) for p in raw.params)
+    print(f"{name:16s} {k:18s} {nbytes/1e6:6.2f}MB old {np.median(s['old'])*1e3:8.1f}us new {np.median(s['new'])*1e3:8.1f}us "
+          f"old/new {np.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})", flush=True)
