@@ -334,7 +334,7 @@ def _piece_tile(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder, order
     narrower than ``width`` or wider than ``_PIECE_WIDTHS`` tiles, or no loop reads the
     source's rows in whole tiles."""
     vec = order[-1]
-    if len(vec.group) != 1:
+    if len(vec.group) != 1 or vec.extent < 2:
         return None
     off = access.source_along(vec.group[0], np.arange(vec.extent, dtype=np.int64) * vec.step)
     steps = np.diff(off)
@@ -692,7 +692,7 @@ class _Footprint:
     destination's: ``written``); ``streams``, the runs of consecutive lines read plus
     ``_WRITE_RUN`` per run of writes (lines within a page of each other: writes land in the
     caches and leave them as whole lines), all at once (per element: ``runs``; the read runs
-    alone: ``reads``); ``load``, the most lines of one buffer that must stay in one L1 set
+    alone: ``reads``, the write runs: ``writes``); ``load``, the most lines of one buffer that must stay in one L1 set
     while the outermost of those loops runs (the lines its iterations share, and those of its
     first iteration); ``pages``, the destination pages written."""
 
