@@ -1,8 +1,11 @@
 """Variants of a conversion's loop order, each timed in turn with a copy of the same bytes.
-usage: PYTHONPATH=. python work/st_var.py ROUNDS CASE KERNEL [--mcpu X]
-variants: edit VARIANTS below (reorder lists replacing the first reorder step)."""
+usage: PYTHONPATH=. python benchmarks/results/2026-11-26-piece-tiles/st_var.py ROUNDS CASE KERNEL [--mcpu X]
+variants: st_var.json beside this file, per case (reorder lists replacing the first reorder step,
+or whole step lists); "_avx2" cases for --mcpu haswell. The model's steps are the working tree's."""
 import sys, math, json
+from pathlib import Path
 import numpy as np
+from benchmarks.paired_setup import target_and_args
 from workbench.engine.expert.convert import conversion_steps
 from workbench.engine.convbench import CASES, case_conversions, _compile, _random_args
 from workbench.engine.loops import apply_steps
@@ -10,12 +13,9 @@ from workbench.engine.ceilings import stream_copy
 from workbench.engine.bench import call_timer
 from workbench.engine.interleave import interleaved_samples
 from workbench.engine.step import Step
-args = sys.argv[1:]
-T = {"kind": "llvm", "num-cores": 2}
-if "--mcpu" in args:
-    i = args.index("--mcpu"); T["mcpu"] = args[i + 1]; del args[i:i + 2]
+T, args = target_and_args(sys.argv[1:])
 ROUNDS, CASE, KERNEL = int(args[0]), args[1], args[2]
-VARIANTS = json.loads(open("work/st_var.json").read())[CASE + ("_avx2" if T.get("mcpu") == "haswell" else "")]
+VARIANTS = json.loads((Path(__file__).parent / "st_var.json").read_text())[CASE + ("_avx2" if T.get("mcpu") == "haswell" else "")]
 case = [c for c in CASES if c.name == CASE][0]
 rng = np.random.default_rng(0)
 for k, raw, _ in case_conversions(case, T):

@@ -1,9 +1,10 @@
-"""Paired: HEAD's vs the working tree's conversion steps on the suite's workloads x alt_tiled
+"""Paired: 59150aa's vs the working tree's conversion steps on the suite's workloads x alt_tiled
 (batch 1, as the single-op benchmark pays them), each timed in turn; plus extra ConversionCases.
-usage: PYTHONPATH=. python work/tr_suite.py ROUNDS [--mcpu X]"""
-import importlib.util, subprocess, sys, math
+usage: PYTHONPATH=. python benchmarks/results/2026-11-26-piece-tiles/tr_suite.py ROUNDS [--mcpu X]"""
+import sys, math
 import numpy as np
 import workbench.engine.expert.convert as new
+from benchmarks.paired_setup import old_convert, target_and_args
 from workbench.engine.convbench import ConversionCase, case_conversions, _compile, _random_args
 from workbench.engine.loops import apply_steps
 from workbench.engine.bench import call_timer, load_suite, workload_graph
@@ -12,13 +13,8 @@ from workbench.engine.book import LayoutBook
 from workbench.engine.keys import apply_actions
 from workbench.engine.presets import preset_actions
 from workbench.engine.program import make_program
-open("/tmp/convert_old.py", "w").write(subprocess.check_output(["git", "show", "HEAD:workbench/engine/expert/convert.py"], text=True))
-spec = importlib.util.spec_from_file_location("workbench.engine.expert.convert_old", "/tmp/convert_old.py")
-old = importlib.util.module_from_spec(spec); sys.modules[spec.name] = old; spec.loader.exec_module(old)
-T = {"kind": "llvm", "num-cores": 2}
-args = sys.argv[1:]
-if "--mcpu" in args:
-    i = args.index("--mcpu"); T["mcpu"] = args[i + 1]; del args[i:i + 2]
+old = old_convert("59150aa")  # the schedule before a8f9e76
+T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0])
 funcs = []
 for w in load_suite("benchmarks/suite.json"):

@@ -1,20 +1,16 @@
-"""Paired: HEAD's convert.conversion_steps (old) vs the working tree's (new) on transpose cases, with a copy.
-usage: PYTHONPATH=. python work/tr_cmp.py ROUNDS [--mcpu X] [case ...]"""
-import importlib.util, subprocess, sys, math, os
+"""Paired: the conversion steps before 6577ba1 (old) vs the working tree's (new) on transpose cases, with a copy.
+usage: PYTHONPATH=. python benchmarks/results/2026-11-26-transpose-blocks/paired.py ROUNDS [--mcpu X] [case ...]"""
+import sys, math, os
 import numpy as np
 import workbench.engine.expert.convert as new
+from benchmarks.paired_setup import old_convert, target_and_args
 from workbench.engine.convbench import ConversionCase, case_conversions, _compile, _random_args
 from workbench.engine.loops import apply_steps
 from workbench.engine.ceilings import stream_copy
 from workbench.engine.bench import call_timer
 from workbench.engine.interleave import interleaved_samples
-open("/tmp/convert_old.py", "w").write(subprocess.check_output(["git", "show", "HEAD:workbench/engine/expert/convert.py"], text=True))
-spec = importlib.util.spec_from_file_location("workbench.engine.expert.convert_old", "/tmp/convert_old.py")
-old = importlib.util.module_from_spec(spec); sys.modules[spec.name] = old; spec.loader.exec_module(old)
-T = {"kind": "llvm", "num-cores": 2}
-args = sys.argv[1:]
-if "--mcpu" in args:
-    i = args.index("--mcpu"); T["mcpu"] = args[i + 1]; del args[i:i + 2]
+old = old_convert("6577ba1^")  # the study ran with 6577ba1 not yet committed: HEAD was its parent
+T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0]); names = args[1:]  # --bench: the conversions benchmark's cases instead
 CASES = [
     ConversionCase("nhwc64_112", (16, 64, 112, 112), 64, 3, 1, 1, "channels_last"),
