@@ -33,3 +33,41 @@ def target_and_args(argv: list[str]) -> tuple[dict, list[str]]:
         target["mcpu"] = args[i + 1]
         del args[i:i + 2]
     return target, args
+
+
+def timed_in_turn(raw, variants: dict, target: dict, rounds: int, copy: bool = False) -> dict:
+    """Each variant's steps applied to the conversion ``raw``, built, checked against the
+    unscheduled kernel on random data, and timed in turn with the others (and with a STREAM copy
+    of the same bytes, ``"copy"``, when ``copy``): the samples per name (ms). A variant TVM
+    refuses is left out, with a line saying why."""
+    import math
+
+    import numpy as np
+
+    from workbench.engine.bench import call_timer
+    from workbench.engine.ceilings import stream_copy
+    from workbench.engine.convbench import _compile, _random_args
+    from workbench.engine.interleave import interleaved_samples
+    from workbench.engine.loops import apply_steps
+
+    rng = np.random.default_rng(0)
+    want = _random_args(raw, rng)
+    _compile(raw, target)(*want)
+    timers = {}
+    for name, steps in variants.items():
+        try:
+            func = apply_steps(raw, steps).mod["main"]
+        except Exception as e:  # noqa: BLE001 - a variant TVM refuses
+            print(name, "fails:", str(e)[:300])
+            continue
+        fn, args = _compile(func, target), _random_args(func, rng)
+        args[0] = want[0]
+        fn(*args)
+        assert np.array_equal(args[-1].numpy(), want[-1].numpy()), name
+        timers[name] = call_timer(lambda fn=fn, args=args: fn(*args))
+    if copy:
+        nbytes = sum(4 * math.prod(int(n) for n in p.shape) for p in raw.params)
+        cp = stream_copy(nbytes // 8 // 16 * 16)
+        cf, cargs = _compile(cp, target), _random_args(cp, rng)
+        timers["copy"] = call_timer(lambda: cf(*cargs))
+    return interleaved_samples(timers, rounds)

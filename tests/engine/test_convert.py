@@ -6,10 +6,13 @@ for ALT's layouts (on fixed caches); ``conversions.conversion_rates``. No timing
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import tvm
-from tvm import tirx
+from tvm import s_tir, tirx
 from tvm.sym.analyzer import Analyzer
 
 from workbench.engine import zoo
@@ -20,7 +23,7 @@ from workbench.engine.expert.convert import conversion_steps
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.book import LayoutBook
 from workbench.engine.keys import apply_actions, apply_layout
-from workbench.engine.loops import apply_steps, list_loops
+from workbench.engine.loops import LoopInfo, apply_steps, list_loops, walk_nest
 from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.program import make_program
 from workbench.engine.targets import target_from, vector_unit
@@ -28,6 +31,7 @@ from workbench.engine.targets import target_from, vector_unit
 TARGET = {"kind": "llvm", "num-cores": 2}
 AVX2 = {"kind": "llvm", "mcpu": "haswell", "num-cores": 4}
 AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}
+ZEN = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}
 
 
 def _graph(shape, out_channels=5):
@@ -71,7 +75,9 @@ def _scheduled_matches(graph, book, target=TARGET, seed=0):
     funcs = {}
     for k in convs:
         steps = conversion_steps(prog.funcs[k.name], k.name, target)
-        assert [s.primitive for s in steps][-1] == "vectorize" and all(s.kind == "loop" for s in steps)
+        prims = [s.primitive for s in steps]
+        last = len(prims) - 1 - prims[::-1].index("vectorize")  # then only the borders cut off
+        assert set(prims[last + 1:]) <= {"loop_partition"} and all(s.kind == "loop" for s in steps)
         funcs[k.name] = apply_steps(prog.funcs[k.name], steps).mod["main"]
     built = prog.with_funcs(funcs).build(TARGET)
     values = graph.random_inputs(seed)
@@ -166,7 +172,7 @@ def test_the_steps_apply_to_every_conversion_kernel_of_every_zoo_model_under_eve
             seen.add(key)
             steps = conversion_steps(prog.funcs[k.name], k.name, TARGET)
             sch = apply_steps(prog.funcs[k.name], steps)
-            assert list_loops(sch, k.name)[-1].kind == "vectorized", (model, preset, target, k.name)
+            assert _kernel_loops(sch, k.name)[-1].kind == "vectorized", (model, preset, target, k.name)
             count += 1
     assert count > 20
 
@@ -216,9 +222,24 @@ def _alt_kernels(shape, tiles):
     return prog, unfold.name, back.name
 
 
+def _kernel_loops(sch, kernel):
+    """The loops around the kernel's block, from the root; where ``_borders`` cut the block into
+    copies, around its largest copy (the interior), the loops of the blocks above it first."""
+    nests = []
+    walk_nest(sch.mod["main"], lambda r, ctx: nests.append((r.block.name_hint, ctx)) or ctx,
+              lambda loop, ctx: ctx + [loop], [])
+    leaves = [(name, loops) for name, loops in nests
+              if name.startswith(kernel) and not name.endswith(("_common", "_partition"))]
+    name, loops = max(leaves, key=lambda nl: math.prod(int(f.extent) for f in nl[1]))
+    own = list_loops(sch, name)
+    outer = loops[:len(loops) - len(own)]
+    return [LoopInfo(name, str(f.loop_var.name), int(f.extent), tirx.ForKind(int(f.kind)).name.lower(), d)
+            for d, f in enumerate(outer)] + [replace(lp, depth=len(outer) + lp.depth) for lp in own]
+
+
 def _scheduled_loops(prog, kernel, target=AVX2):
     steps = conversion_steps(prog.funcs[kernel], kernel, target)
-    return steps, list_loops(apply_steps(prog.funcs[kernel], steps), kernel)
+    return steps, _kernel_loops(apply_steps(prog.funcs[kernel], steps), kernel)
 
 
 def test_the_tiled_output_is_read_a_source_tile_at_a_time(caches):
@@ -246,21 +267,58 @@ def test_the_unfold_reads_whole_rows_of_half_the_channels(caches):
     assert order.index("i6_0") < order.index("i4") < order.index("i2")
 
 
-def test_an_unfold_with_rows_shorter_than_a_line_writes_in_the_destinations_order(caches, monkeypatch):
-    """ALT's stem unfold with 9-float tile rows (tiles [14, 2], it = 1): the model's tile, the W
-    tiles inside each row, would write 9 floats to a page after another; the destination's order
-    reads as few lines (the window slides 4 of its 9 floats under the L1) and writes one stream.
-    Without that rule (``_TIE`` below zero) the model's order comes back."""
-    g = _conv((1, 3, 64, 64), 16, 7, 2, 3)
+def _stem_unfold(batch=1):
+    """The stem's input unfold (tiles [14, 2], it = 1): 9-float tile rows."""
+    g = _conv((batch, 3, 128, 128), 16, 7, 2, 3)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[14, 2], ot=16, it=1))
     prog = make_program(g, book)
-    unfold = next(k for k in _conversion_kernels(prog) if k.name == "convert_data_conv")
-    steps, loops = _scheduled_loops(prog, unfold.name)
+    return g, book, prog, next(k for k in _conversion_kernels(prog) if k.name == "convert_data_conv")
+
+
+def test_an_unfold_with_rows_shorter_than_a_line_writes_in_the_destinations_order_on_amd(caches, monkeypatch):
+    """ALT's stem unfold with 9-float tile rows (tiles [14, 2], it = 1): the model's tile, the W
+    tiles inside each row, would write 9 floats to a page after another; built for the AMD EPYC
+    (``znver3``) the destination's order replaces it (it reads as few lines: the window slides 4
+    of its 9 floats under the L1, and writes one stream); without that rule (``_TIE`` below zero)
+    the model's order comes back. Built for Intel's CPUs the model's order stays."""
+    _, _, prog, unfold = _stem_unfold()
+    steps, loops = _scheduled_loops(prog, unfold.name, ZEN)
     assert not any(s.primitive == "reorder" for s in steps)
     assert loops[-1].extent == 9 and loops[-1].kind == "vectorized"
+    for intel in (AVX2, AVX512):
+        steps, loops = _scheduled_loops(prog, unfold.name, intel)
+        assert next(s for s in steps if s.primitive == "reorder").get("loops")[-2:] == ["i2", "i5_i6_fused"]
     monkeypatch.setattr(convert, "_TIE", -1.0)
-    steps, _ = _scheduled_loops(prog, unfold.name)
+    steps, _ = _scheduled_loops(prog, unfold.name, ZEN)
     assert any(s.primitive == "reorder" for s in steps)
+
+
+def _guarded_stores(sch):
+    """How many stores keep a pad condition once the blocks are lowered and TVM simplified them."""
+    lower = tvm.transform.Sequential([s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.LowerOpaqueBlock(),
+                                      s_tir.transform.StmtSimplify()])
+    return lower(sch.mod)["main"].script().count("if_then_else")
+
+
+@pytest.mark.parametrize("target", [ZEN, AVX512])
+def test_a_padded_unfold_copies_its_interior_without_the_pad_condition(target):
+    """The stem unfold's reads are guarded by the pad condition, which a 9-lane vector carries
+    lane by lane (a branch and a scalar copy each): its W and H tile loops are cut into border
+    and interior ranges (``loop_partition``, W first), so that the interior copy has no
+    condition left once TVM simplifies it; the borders keep theirs, and the kernel still matches
+    the reference. (At batch 16 the batch alone is the parallel loop: a loop fused into it is
+    not cut.)"""
+    g, book, prog, unfold = _stem_unfold(16)
+    func = prog.funcs[unfold.name]
+    steps = conversion_steps(func, unfold.name, target)
+    cuts = [s for s in steps if s.primitive == "loop_partition"]
+    w_tiles, h_tiles = (lp.extent for lp in list_loops(func, unfold.name)[2:0:-1])
+    assert [(s.get("loop"), sum(s.get("factors"))) for s in cuts] == [("i2", w_tiles), ("i1", h_tiles)]
+    assert all(len(s.get("factors")) == 3 and s.get("factors")[1] >= s.get("factors")[0] for s in cuts)
+    assert steps[-2:] == cuts
+    assert _guarded_stores(apply_steps(func, steps)) == 3 * 3 - 1  # the interior copy has none
+    assert _guarded_stores(apply_steps(func, steps[:-2])) == 1
+    _scheduled_matches(g, book, target)
 
 
 def test_a_transpose_gathers_no_more_channels_than_an_l1_set_holds(caches, monkeypatch):

@@ -85,6 +85,10 @@ CASES = {  # id: (kernel, steps, block to look at, its blocks after, that block'
                 ("k_2", 4, "serial")]),
     "split_imperfect": ("chain", [S("split", block="Z", loop="j", factors=[None, 5])], "Z", ["Y", "Z"],
                         [("i", 32, "serial"), ("j_0", 7, "serial"), ("j_1", 5, "serial")]),
+    "loop_partition": ("chain", [S("loop_partition", block="Z", loop="j", factors=[3, None, 5]),
+                                 S("vectorize", block="Z_j1", loop="j1")], "Z_j1",
+                       ["Y", "Z_j_common", "Z_j0_partition", "Z_j0", "Z_j1_partition", "Z_j1", "Z_j2_partition",
+                        "Z_j2"], [("j1", 24, "vectorized")]),
     "reorder": ("mm", [S("reorder", block="C", loops=["k", "i"])], "C", ["C"],
                 [("k", 64, "serial"), ("j", 64, "serial"), ("i", 64, "serial")]),
     "fuse": ("mm", [S("fuse", block="C", loops=["i", "j"])], "C", ["C"],
@@ -146,7 +150,7 @@ def test_primitive_changes_loops_keeps_numerics_and_replays(case):
 def test_every_primitive_is_covered_and_named_as_tvm_names_it():
     covered = {s.primitive for _, steps, *_ in CASES.values() for s in steps}
     assert covered == set(PRIMITIVES) == {
-        "split", "reorder", "fuse", "vectorize", "unroll", "parallel", "cache_read", "cache_write", "compute_at",
+        "split", "loop_partition", "reorder", "fuse", "vectorize", "unroll", "parallel", "cache_read", "cache_write", "compute_at",
         "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction", "transform_layout"}
     for name, spec in PRIMITIVES.items():
         assert callable(getattr(s_tir.Schedule, name))

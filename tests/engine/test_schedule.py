@@ -73,6 +73,19 @@ CASES = {  # primitive: (before kernel, its arguments, outline after)
         for i_0 in range(4):
           for i_1 in range(16):
             block B: B[i_0 * 16 + i_1] = A[i_0 * 16 + i_1] * 2.0"""),
+    "loop_partition": ("chain", dict(block="Z", loop="i", factors=[None, 4]), """
+        for i in range(16):
+          for j in range(16):
+            block Y: Y[i, j] = X[i, j] * 2.0
+        block Z_i_common
+          block Z_i0_partition
+            for i0 in range(12):
+              for j in range(16):
+                block Z_i0: Z[i0, j] = Y[i0, j] + 1.0
+          block Z_i1_partition
+            for i1 in range(12, 16):
+              for j in range(16):
+                block Z_i1: Z[i1, j] = Y[i1, j] + 1.0"""),
     "reorder": ("matmul", dict(block="C", loops=["k", "i"]), """
         for k in range(16):
           for j in range(16):

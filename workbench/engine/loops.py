@@ -49,6 +49,9 @@ _LOOP = "block:block loop:loop"
 PRIMITIVES: dict[str, PrimitiveSpec] = {
     "split": _spec(_LOOP + " factors:ints", "split a loop into nested loops, outermost first (one factor may be "
                    "null: inferred)", "loop factors"),
+    "loop_partition": _spec(_LOOP + " factors:ints", "cut a loop into consecutive loops over consecutive ranges, "
+                            "each with its own copy of the body (blocks <block>_<loop><k>), e.g. a padded border "
+                            "apart from the interior (one count may be null: the rest)", "loop factors"),
     "reorder": _spec("block:block loops:loops", "put these loops of a block in this order (outermost first)", "*loops"),
     "fuse": _spec("block:block loops:loops", "fuse consecutive loops into one", "*loops"),
     "vectorize": _spec(_LOOP, "run a spatial loop as SIMD lanes", "loop"),
@@ -349,8 +352,10 @@ def _validate(sch: s_tir.Schedule, step: Step) -> tuple[dict[str, Any], list[Loo
             raise LoopError(f"a loop is named twice in {wanted}")
         loops = [infos[n] for n in wanted]
     _check(p, a, loops, blocks[a["block"]], sch.mod["main"])
-    if p == "split":  # -1 infers a factor as in layout splits; TVM's word for it is None
+    if p in ("split", "loop_partition"):  # -1 infers a factor as in layout splits; TVM's word for it is None
         a["factors"] = [None if f == -1 else f for f in a["factors"]]
+    if p == "loop_partition" and None not in a["factors"]:  # TVM takes the last count as the rest only
+        a["factors"] = [*a["factors"][:-1], None]
     return a, loops
 
 
@@ -373,6 +378,18 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: t
             raise LoopError(f"split factors {fs} multiply to {known} but loop {name!r} has extent {ext}")
         if free and known > ext:
             raise LoopError(f"split factors {fs} multiply to {known}, more than loop {name!r}'s extent {ext}")
+    elif p == "loop_partition":
+        fs, ext, name = a["factors"], loops[0].extent, loops[0].name
+        free = [f for f in fs if f is None or f == -1]
+        known = sum(f for f in fs if f is not None and f != -1)
+        if len(fs) < 2 or len(free) > 1 or any(f is not None and f != -1 and f <= 0 for f in fs):
+            raise LoopError(f"loop_partition needs 2 or more positive counts, at most one of them null; got {fs}")
+        if known > ext or (not free and known != ext) or (free and known == ext):
+            raise LoopError(f"loop_partition counts {fs} add up to {known} but loop {name!r} has extent {ext}"
+                            + (" (the null count would be empty)" if free and known == ext else ""))
+        if loops[0].kind != "serial":
+            raise LoopError(f"loop {name!r} is {loops[0].kind}: only a serial loop can be partitioned (partition "
+                            "before parallel, vectorize or unroll)")
     elif p == "fuse" and (len(loops) < 2 or any(y.depth != x.depth + 1 for x, y in zip(loops, loops[1:]))):
         raise LoopError(f"fuse needs 2 or more consecutive loops, outermost first; got {a['loops']}")
     elif p in ("vectorize", "parallel") and loops[0].reduction:

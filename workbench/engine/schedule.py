@@ -33,7 +33,7 @@ from tvm.sym import Analyzer
 
 from .loops import FuncOrSchedule, LoopInfo, apply_step, apply_steps, list_loops, loop_step, walk_nest
 
-__all__ = ["outline", "split", "reorder", "fuse", "vectorize", "unroll", "parallel", "cache_read", "cache_write",
+__all__ = ["outline", "split", "loop_partition", "reorder", "fuse", "vectorize", "unroll", "parallel", "cache_read", "cache_write",
            "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction",
            "transform_layout"]
 
@@ -200,6 +200,67 @@ def split(func_or_sch: FuncOrSchedule, block: str, loop: str, factors: Sequence[
     workbench.engine.errors.LoopError: split(block='B', loop='i', factors=[3, 16]): split factors [3, 16] multiply to 48 but loop 'i' has extent 64
     """
     return apply_step(func_or_sch, loop_step("split", block=block, loop=loop, factors=factors))
+
+
+def loop_partition(func_or_sch: FuncOrSchedule, block: str, loop: str, factors: Sequence[int | None]) -> s_tir.Schedule:
+    """Cut a loop into consecutive loops over consecutive ranges, each with its own copy of the
+    body; requires 2 or more positive counts that add up to its extent, and a serial loop.
+
+    One count may be ``None``: the rest. The copies are blocks ``<block>_<loop>0``,
+    ``<block>_<loop>1``, ... (each under a wrapper block ``..._partition``, all under
+    ``<block>_<loop>_common``), their loops ``<loop>0``, ``<loop>1``, ... over the ranges in
+    order. Within a copy TVM knows its range: a padded conversion's border rows apart from its
+    interior, whose reads then carry no pad condition.
+
+    Parameters
+    ----------
+    func_or_sch : PrimFunc, IRModule or Schedule
+        Left unchanged.
+    block : str
+        A block under the loop.
+    loop : str
+        The loop to cut, one of ``list_loops(func_or_sch, block)``.
+    factors : sequence of int or None
+        How many iterations each new loop runs, first range first.
+
+    Returns
+    -------
+    tvm.s_tir.Schedule
+        A new schedule whose trace ends with the partition.
+
+    Raises
+    ------
+    LoopError
+        Fewer than two counts, a count that is not positive, two ``None``, a sum other than the
+        extent, a loop that is parallel, vectorized or unrolled, an unknown block or loop.
+
+    Examples
+    --------
+    Before loop_partition:
+
+    >>> print(outline(double))
+    for i in range(64):
+      block B: B[i] = A[i] * 2.0
+
+    After ``loop_partition(double, "B", "i", [1, 62, None])``:
+
+    >>> print(outline(loop_partition(double, "B", "i", [1, 62, None])))
+    block B_i_common
+      block B_i0_partition
+        for i0 in range(1):
+          block B_i0: B[i0] = A[i0] * 2.0
+      block B_i1_partition
+        for i1 in range(1, 63):
+          block B_i1: B[i1] = A[i1] * 2.0
+      block B_i2_partition
+        for i2 in range(63, 64):
+          block B_i2: B[i2] = A[i2] * 2.0
+    >>> loop_partition(double, "B", "i", [1, 64])
+    Traceback (most recent call last):
+    ...
+    workbench.engine.errors.LoopError: loop_partition(block='B', loop='i', factors=[1, 64]): loop_partition counts [1, 64] add up to 65 but loop 'i' has extent 64
+    """
+    return apply_step(func_or_sch, loop_step("loop_partition", block=block, loop=loop, factors=factors))
 
 
 def reorder(func_or_sch: FuncOrSchedule, block: str, loops: Sequence[str]) -> s_tir.Schedule:

@@ -32,6 +32,10 @@ steps, from the kernel's single block (its loops run over the destination's stor
   lane across several of the source's tiles (ALT's tiled output -> NCHW), the block writes a
   buffer holding the largest tile of its inner loops within half the L2 (``cache_write`` +
   ``reverse_compute_at``), copied to the destination row by row, vectorized.
+- **borders** (``_borders``): where the block reads under a pad condition (an unfold's halo
+  over the image's border), the loops the condition depends on are cut into border and interior
+  ranges (``loop_partition``), so that the interior, most of the kernel, copies with no
+  condition: TVM proves it within the interior's ranges and drops it.
 
 A plain transpose (``_transposed``: NCHW <-> NHWC, NCHW -> NCHW16c; every element moved once,
 the destination's rows stepping evenly through the source, another loop reading the source's
@@ -56,12 +60,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import tvm
 from tvm import tirx
+from tvm.sym import Analyzer
 
 from ..ceilings import cache_info, get_ceilings
 from ..errors import LoopError
 from ..loops import LoopInfo, apply_step, apply_steps, list_blocks, list_loops, loop_step, visit_nodes, walk_nest
 from ..step import Step
-from ..targets import target_from, vector_unit
+from ..targets import resolve_target, target_from, vector_unit
 
 __all__ = ["conversion_steps", "default_steps", "scheduled_conversions", "Bandwidth", "conversion_bandwidth",
            "conversion_ms"]
@@ -77,14 +82,19 @@ _GAIN = 0.01
 #: NHWC: 16 read runs with writes to every 4th line ran 1.8x faster than 64 read runs with
 #: sequential writes)
 _WRITE_RUN = 0.5
-#: where the model's order writes fewer than ``_SHORT`` lines to each page in its innermost two
-#: loops, the destination's order (one sequential stream of writes) replaces it unless it reads
-#: more than ``_TIE`` more lines: ALT's stem unfold with 9-float tile rows, the model's order
-#: writing its 9 floats to 57 pages in turn, ran at 42% of copy, the destination's order,
-#: reading as few lines, at 74%; with 111-float rows (37 W x 3 channels, one page) the model's
-#: order ran at 78%, the destination's at 60%; NCHW -> NHWC's tile writes 16 lines to a page
+#: on the CPUs of ``_SCATTER_AVERSE`` (LLVM names), where the model's order writes fewer than
+#: ``_SHORT`` lines to each page in its innermost two loops, the destination's order (one
+#: sequential stream of writes) replaces it unless it reads more than ``_TIE`` more lines: on
+#: the AMD EPYC, ALT's stem unfold with 9-float tile rows, the model's order writing its 9
+#: floats to 57 pages in turn, ran at 42% of copy, the destination's order, reading as few
+#: lines, at 74% (both then a branch and a scalar copy per lane); with 111-float rows (37 W x 3
+#: channels, one page) the model's order ran at 78%, the destination's at 60%; NCHW -> NHWC's
+#: tile writes 16 lines to a page. On the Xeon the same unfold, its borders cut off
+#: (``_borders``), ran at 71% in the model's order and 60% in the destination's (81% and 64%
+#: built for AVX2 there), so Intel's CPUs keep the model's order.
 _SHORT = 2
 _TIE = 0.05
+_SCATTER_AVERSE = ("znver",)
 #: the square tile a transpose moves through registers, in bytes per side: 4 fp32, a 128-bit
 #: register, which LLVM transposes with in-lane shuffles (at 8 fp32 on AVX2 it inserted lane by
 #: lane and ran at 0.8x of the tile-less schedule; at 4: NHWC -> NCHW 1.3-1.4x, NCHW -> NHWC
@@ -106,6 +116,9 @@ _TILE_GATHER_LANES = 16
 #: the longest piece of a destination row, in register tile widths, that ``_piece_tile`` moves
 #: through registers whole (16 floats: 16 of AVX-512's 32 registers hold the tile)
 _PIECE_WIDTHS = 4
+#: the most loops ``_borders`` cuts into border and interior ranges (each cut copies the body
+#: once per range: two cuts, up to nine copies)
+_BORDER_LOOPS = 2
 
 
 def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
@@ -164,7 +177,8 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
         pieces += [_Piece(g, ext, math.prod(sz[j + 1:]), len(pieces) + j) for j, ext in enumerate(sz)]
     # 2. the order: the vector piece innermost, then the cheapest footprint outwards
     order = _order(pieces, extents, access, cache)
-    if access is not None and _scatters(order, extents, access, cache) and \
+    if access is not None and str(resolve_target(target).get("mcpu", "")).startswith(_SCATTER_AVERSE) and \
+            _scatters(order, extents, access, cache) and \
             _traffic(pieces, extents, access, cache) <= _traffic(order, extents, access, cache) * (1 + _TIE):
         order = pieces  # as few lines read, and the writes in one sequential stream
     if [p.pos for p in order] != list(range(len(pieces))):
@@ -177,9 +191,12 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
         return steps
     # 4. vectorize the innermost loop
     b.step("vectorize", loop=b.loops()[-1].name)
-    # 5. rows gathered across the source's tiles go through a buffer, written back whole
+    # 5. rows gathered across the source's tiles go through a buffer, written back whole;
+    # else a padded read's borders apart from its interior
     if access is not None and _rows_across_tiles(access, extents, cache):
         _through_buffer(b, cache, lanes)
+    else:
+        _borders(b)
     return b.steps
 
 
@@ -401,6 +418,93 @@ def _through_buffer(b: _Builder, cache: _Cache, lanes: int) -> None:
         b.step("split", on=back, loop=inner.name, factors=[None, _divisor_near(inner.extent, lanes, _MAX_VECTORS * lanes)])
         inner = list_loops(b.sch, back)[-1]
     b.step("vectorize", on=back, loop=inner.name)
+
+
+def _borders(b: _Builder) -> None:
+    """Cut the loops whose values enter the block's pad condition into border and interior ranges
+    (``loop_partition``), innermost first, at most ``_BORDER_LOOPS`` of them: TVM then proves the
+    condition within each interior copy and drops it there. (ALT's stem unfold, 9-float tile rows
+    whose lanes each carry the condition, compiled to a branch and a scalar copy per lane; its
+    interior copies a row with one 8-lane and one scalar load and store: 48-51% -> 59-61% of a
+    copy timed beside it on the Xeon, in the destination's order; cutting the H tiles as well
+    as the W tiles gave 4-6 points of that.)"""
+    cuts = _interiors(b.sch.mod["main"], b.block)[:_BORDER_LOOPS]
+    for k, (loop, lo, hi) in enumerate(cuts):
+        counts = [n for n in (lo, hi - lo, loop.extent - hi) if n]
+        # the first cut is in the block; the loops outside a cut enclose its copies' common block
+        on = b.block if k == 0 else next(x for x in list_blocks(b.sch)
+                                         if any(lp.name == loop.name for lp in list_loops(b.sch, x)))
+        b.step("loop_partition", on=on, loop=loop.name, factors=counts)
+
+
+def _interiors(func: tirx.PrimFunc, block: str) -> list[tuple[LoopInfo, int, int]]:
+    """The serial loops of ``block`` with an interior: a range ``[lo, hi)`` of the loop's values,
+    at least half its extent and not all of it, where TVM's analyzer proves every term of the
+    pad condition (``if_then_else`` around the block's value) that the loop enters, for every
+    value of the other loops; innermost first. None unless the condition varies across the
+    vector's lanes (the innermost loop): where the lanes share it (ALT's 3x3 unfold, channels in
+    the vector), the cut ran at 0.84-0.97x built for AVX2 and 1.00-1.04x for AVX-512."""
+    realize, fors = _nest(func, block)
+    cond = _pad_condition(realize.block.body)
+    if cond is None:
+        return []
+    infos = list_loops(func, block)
+    ranges = {f.loop_var: tvm.ir.Range.from_min_extent(f.min, f.extent) for f in fors}
+
+    def analyzer(fixed: Any = None, value: int = 0) -> Analyzer:
+        ana = Analyzer()
+        for var, rng in ranges.items():
+            ana.bind(var, tvm.ir.Range.from_min_extent(value, 1) if var.same_as(fixed) else rng)
+        for iv, val in zip(realize.block.iter_vars, realize.iter_values):
+            ana.bind(iv.var, val)
+        return ana
+
+    full = analyzer()
+    terms = [t for t in (full.rewrite_simplify(t) for t in _conjuncts(cond)) if not full.can_prove(t)]
+    if not any(_uses(t, fors[-1].loop_var) for t in terms):
+        return []  # a condition the vector's lanes share costs a branch per vector only
+    out = []
+    for f, info in reversed(list(zip(fors, infos))):
+        used = [t for t in terms if _uses(t, f.loop_var)]
+        if info.kind != "serial" or info.extent < 3 or not used:
+            continue
+        start = int(f.min)
+        inside = [v for v in range(start, start + info.extent)
+                  if all((ana := analyzer(f.loop_var, v)).can_prove(ana.rewrite_simplify(t)) for t in used)]
+        if inside and inside[-1] - inside[0] + 1 == len(inside) and info.extent / 2 <= len(inside) < info.extent:
+            out.append((info, inside[0] - start, inside[-1] + 1 - start))
+    return out
+
+
+def _uses(expr: Any, var: tirx.Var) -> bool:
+    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
+
+
+def _pad_condition(body: Any) -> Any:
+    """The condition of the ``if_then_else`` a conversion block stores (a pad), or None."""
+    value = getattr(body, "value", None)
+    if isinstance(value, tvm.ir.Call) and str(value.op.name).endswith(".if_then_else"):
+        return value.args[0]
+    return None
+
+
+def _conjuncts(cond: Any) -> list[Any]:
+    if isinstance(cond, tirx.And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def _nest(func: tirx.PrimFunc, block: str) -> tuple[Any, list[tirx.For]]:
+    """The block's realize and the loops around it up to its parent block, outermost first."""
+    found: list[Any] = []
+
+    def on_block(realize: Any, loops: list) -> list:
+        if realize.block.name_hint == block:
+            found.append((realize, loops))
+        return []
+
+    walk_nest(func, on_block, lambda loop, loops: loops + [loop], [])
+    return found[0]
 
 
 def parallel_outer(b: "_Builder", outer: list, cores: int) -> None:
@@ -834,14 +938,7 @@ class _Access:
 
 
 def _realize(func: tirx.PrimFunc, block: str) -> Any:
-    found: list[Any] = []
-
-    def on_block(realize: Any, ctx: None) -> None:
-        if realize.block.name_hint == block:
-            found.append(realize)
-
-    walk_nest(func, on_block, lambda loop, ctx: ctx, None)
-    return found[0]
+    return _nest(func, block)[0]
 
 
 ########## Measuring ##########
