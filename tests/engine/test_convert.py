@@ -23,7 +23,7 @@ from workbench.engine.expert.convert import conversion_steps
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.book import LayoutBook
 from workbench.engine.keys import apply_actions, apply_layout
-from workbench.engine.loops import LoopInfo, apply_steps, list_loops, walk_nest
+from workbench.engine.loops import LoopInfo, apply_steps, block_nest, list_loops, walk_nest
 from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.program import make_program
 from workbench.engine.targets import target_from, vector_unit
@@ -362,7 +362,7 @@ def test_the_order_model_reads_the_kernels_own_addresses(name):
         assert access is not None
         points = rng.integers(0, [lp.extent for lp in loops], size=(20, len(loops)))
         src, dst = access.offsets([points[:, j] for j in range(len(loops))])
-        realize = convert._realize(func, k.name)
+        realize = block_nest(func, k.name)[0]
         for p, got_src, got_dst in zip(points, src, dst):
             ana = Analyzer()
             for iv, x in zip(realize.block.iter_vars, p):

@@ -31,7 +31,7 @@ from .errors import LoopError
 from .step import PrimitiveSpec, Step
 
 __all__ = ["visit_nodes", "loop_step", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
-           "block_writes", "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
+           "block_nest", "block_writes", "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
            "basic_schedule"]
 
 FuncOrSchedule = Union[tirx.PrimFunc, tvm.IRModule, s_tir.Schedule]
@@ -193,6 +193,16 @@ def _nests(func_or_sch: FuncOrSchedule) -> list[tuple[s_tir.SBlockRealize, list[
     return out
 
 
+def block_nest(func_or_sch: FuncOrSchedule, block: str) -> tuple[s_tir.SBlockRealize, list[tirx.For]]:
+    """The block's realize and the loops between it and its parent block, outermost first;
+    LoopError naming the blocks there are when there is no such block."""
+    nests = _nests(func_or_sch)
+    found = next((nest for nest in nests if nest[0].block.name_hint == block), None)
+    if found is None:
+        raise LoopError(f"unknown block {block!r}; blocks: {', '.join(r.block.name_hint for r, _ in nests)}")
+    return found
+
+
 def list_blocks(func_or_sch: FuncOrSchedule) -> list[str]:
     """Names of the blocks, in program order, without the root block.
 
@@ -237,11 +247,7 @@ def list_loops(func_or_sch: FuncOrSchedule, block: str) -> list[LoopInfo]:
     LoopError
         When there is no such block, or a loop's extent is not a constant.
     """
-    nests = _nests(func_or_sch)
-    found = [(r, loops) for r, loops in nests if r.block.name_hint == block]
-    if not found:
-        raise LoopError(f"unknown block {block!r}; blocks: {', '.join(r.block.name_hint for r, _ in nests)}")
-    realize, loops = found[0]
+    realize, loops = block_nest(func_or_sch, block)
     reduce_vars = [v for iv, e in zip(realize.block.iter_vars, realize.iter_values)
                    if iv.iter_type == tirx.IterVar.CommReduce for v in tirx.analysis.undefined_vars(e)]
     names = _names([f.loop_var.name for f in loops])
@@ -262,9 +268,7 @@ def block_writes(func_or_sch: FuncOrSchedule, block: str) -> list[tuple[str, tup
     >>> block_writes(_example()[0], "C")
     [('C', (16, 16))]
     """
-    realize = next((r for r, _ in _nests(func_or_sch) if r.block.name_hint == block), None)
-    if realize is None:
-        raise LoopError(f"unknown block {block!r}; blocks: {', '.join(list_blocks(func_or_sch))}")
+    realize, _ = block_nest(func_or_sch, block)
     return [(str(w.source.name), tuple(int(n) for n in w.source.shape)) for w in realize.block.writes]
 
 
@@ -367,12 +371,12 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: t
     """The cheap preconditions, checked before TVM is asked (``main``: the kernel)."""
     if p == "split":
         fs = a["factors"]
-        free = [f for f in fs if f is None or f == -1]
-        known = math.prod(f for f in fs if f is not None and f != -1)
+        free, given = _free_and_given(fs)
+        known = math.prod(given)
         ext, name = loops[0].extent, loops[0].name
         if len(fs) < 2 or len(free) > 1:
             raise LoopError(f"split needs 2 or more factors, at most one of them null; got {fs}")
-        if any(f is not None and f != -1 and f <= 0 for f in fs):
+        if any(f <= 0 for f in given):
             raise LoopError(f"split factors must be positive (or one null), got {fs}")
         if not free and known != ext:
             raise LoopError(f"split factors {fs} multiply to {known} but loop {name!r} has extent {ext}")
@@ -380,9 +384,9 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: t
             raise LoopError(f"split factors {fs} multiply to {known}, more than loop {name!r}'s extent {ext}")
     elif p == "loop_partition":
         fs, ext, name = a["factors"], loops[0].extent, loops[0].name
-        free = [f for f in fs if f is None or f == -1]
-        known = sum(f for f in fs if f is not None and f != -1)
-        if len(fs) < 2 or len(free) > 1 or any(f is not None and f != -1 and f <= 0 for f in fs):
+        free, given = _free_and_given(fs)
+        known = sum(given)
+        if len(fs) < 2 or len(free) > 1 or any(f <= 0 for f in given):
             raise LoopError(f"loop_partition needs 2 or more positive counts, at most one of them null; got {fs}")
         if known > ext or (not free and known != ext) or (free and known == ext):
             raise LoopError(f"loop_partition counts {fs} add up to {known} but loop {name!r} has extent {ext}"
@@ -405,6 +409,11 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: t
             raise LoopError(f"{key} {a[key]} is out of range: block {a['block']!r} has {len(have)} "
                             f"{'read' if p == 'cache_read' else 'written'} buffer(s): "
                             f"{', '.join(str(r.source.name) for r in have)}")
+
+
+def _free_and_given(factors: Sequence[int | None]) -> tuple[list, list[int]]:
+    """A split's or partition's inferred entries (None or -1) and the given ones."""
+    return [f for f in factors if f is None or f == -1], [f for f in factors if f is not None and f != -1]
 
 
 def _check_transform(a: dict[str, Any], block: Any, main: tirx.PrimFunc) -> None:

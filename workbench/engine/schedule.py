@@ -33,8 +33,8 @@ from tvm.sym import Analyzer
 
 from .loops import FuncOrSchedule, LoopInfo, apply_step, apply_steps, list_loops, loop_step, walk_nest
 
-__all__ = ["outline", "split", "loop_partition", "reorder", "fuse", "vectorize", "unroll", "parallel", "cache_read", "cache_write",
-           "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction",
+__all__ = ["outline", "split", "loop_partition", "reorder", "fuse", "vectorize", "unroll", "parallel", "cache_read",
+           "cache_write", "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction",
            "transform_layout"]
 
 

@@ -64,7 +64,7 @@ from tvm.sym import Analyzer
 
 from ..ceilings import cache_info, get_ceilings
 from ..errors import LoopError
-from ..loops import LoopInfo, apply_step, apply_steps, list_blocks, list_loops, loop_step, visit_nodes, walk_nest
+from ..loops import LoopInfo, apply_step, apply_steps, block_nest, list_blocks, list_loops, loop_step, visit_nodes
 from ..step import Step
 from ..targets import resolve_target, target_from, vector_unit
 
@@ -444,7 +444,7 @@ def _interiors(func: tirx.PrimFunc, block: str) -> list[tuple[LoopInfo, int, int
     value of the other loops; innermost first. None unless the condition varies across the
     vector's lanes (the innermost loop): where the lanes share it (ALT's 3x3 unfold, channels in
     the vector), the cut ran at 0.84-0.97x built for AVX2 and 1.00-1.04x for AVX-512."""
-    realize, fors = _nest(func, block)
+    realize, fors = block_nest(func, block)
     cond = _pad_condition(realize.block.body)
     if cond is None:
         return []
@@ -492,19 +492,6 @@ def _conjuncts(cond: Any) -> list[Any]:
     if isinstance(cond, tirx.And):
         return _conjuncts(cond.a) + _conjuncts(cond.b)
     return [cond]
-
-
-def _nest(func: tirx.PrimFunc, block: str) -> tuple[Any, list[tirx.For]]:
-    """The block's realize and the loops around it up to its parent block, outermost first."""
-    found: list[Any] = []
-
-    def on_block(realize: Any, loops: list) -> list:
-        if realize.block.name_hint == block:
-            found.append((realize, loops))
-        return []
-
-    walk_nest(func, on_block, lambda loop, loops: loops + [loop], [])
-    return found[0]
 
 
 def parallel_outer(b: "_Builder", outer: list, cores: int) -> None:
@@ -900,7 +887,7 @@ class _Access:
     def of(func: tirx.PrimFunc, block: str, loops: Sequence[LoopInfo]) -> _Access | None:
         """The block's accesses; None when they cannot be evaluated (then the pieces keep the
         destination's order)."""
-        realize = _realize(func, block)
+        realize = block_nest(func, block)[0]
         loads: list[Any] = []  # 0.27's loads are TensorLoad nodes (their buffer is ``source``)
         stores: list[Any] = []
         visit_nodes(realize.block.body, lambda n: loads.append(n) if type(n).__name__ in ("BufferLoad", "TensorLoad")
@@ -935,10 +922,6 @@ class _Access:
         values: list[Any] = [0] * len(self.names)
         values[k] = v
         return np.broadcast_to(self.offsets(values)[0], v.shape)
-
-
-def _realize(func: tirx.PrimFunc, block: str) -> Any:
-    return _nest(func, block)[0]
 
 
 ########## Measuring ##########

@@ -53,7 +53,7 @@ from tvm import s_tir, tirx
 from tvm.sym import Analyzer
 
 from ..errors import LoopError
-from ..loops import LoopInfo, apply_step, list_blocks, list_loops, loop_step, visit_nodes, walk_nest
+from ..loops import LoopInfo, apply_step, block_nest, list_blocks, list_loops, loop_step, visit_nodes
 from ..step import Step
 from ..targets import VectorUnit
 
@@ -140,19 +140,6 @@ class Analysis:
         return out
 
 
-def _realize(func: tirx.PrimFunc, name: str) -> tuple[s_tir.SBlockRealize, list[tirx.For]]:
-    """The block's realize and the loops between it and its parent block."""
-    found: list[tuple[s_tir.SBlockRealize, list[tirx.For]]] = []
-
-    def on_block(realize: s_tir.SBlockRealize, path: list[tirx.For]) -> list[tirx.For]:
-        if realize.block.name_hint == name:
-            found.append((realize, path))
-        return []
-
-    walk_nest(func, on_block, lambda loop, path: path + [loop], [])
-    return found[0]
-
-
 def main_block(func: tirx.PrimFunc) -> str | None:
     """The first block with a reduction iterator (a complex op), None when there is none.
 
@@ -161,7 +148,7 @@ def main_block(func: tirx.PrimFunc) -> str | None:
     ('C', None)
     """
     for name in list_blocks(func):
-        if any(iv.iter_type == tirx.IterVar.CommReduce for iv in _realize(func, name)[0].block.iter_vars):
+        if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block_nest(func, name)[0].block.iter_vars):
             return name
     return None
 
@@ -238,7 +225,7 @@ def analyse(func: tirx.PrimFunc, split: bool = False) -> Analysis:
     if name is None:
         raise LoopError("the kernel has no complex op (no block with a reduction): expert schedules cover "
                         "convolutions and matmuls")
-    realize, fors = _realize(func, name)
+    realize, fors = block_nest(func, name)
     loops = list_loops(func, name)
     bind = Analyzer()  # block iterators -> their loop expressions, so that every stride is per loop
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
@@ -689,7 +676,7 @@ def _grouped_rows(a: Analysis, t: Tile) -> bool:
 def _pads(func: tirx.PrimFunc, block: str) -> bool:
     """Whether the block writes some elements from a condition (``if_then_else``: a pad)."""
     found: list[bool] = []
-    visit_nodes(_realize(func, block)[0].block.body,
+    visit_nodes(block_nest(func, block)[0].block.body,
                 lambda n: found.append(True) if type(n).__name__ == "Call" and n.op.name.endswith(".if_then_else") else None)
     return bool(found)
 
