@@ -303,3 +303,36 @@ def test_transposed_conv_on_its_stored_layout_runs_by_stride_phase(cin, cout, si
         assert len(vector) == 1 and vector[0].name.startswith("i3_0")  # along q of the output width
     result = prog.with_funcs({"tconv": apply_steps(func, steps).mod["main"]}).build(HOST).verify()
     assert result.ok, result
+
+
+@pytest.mark.parametrize("nd,tiles", [(2, [4, 8]), (3, [4, 4, 8])], ids=["t2d", "t3d"])
+@pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
+def test_transposed_conv_on_alts_tiles_runs_its_rows_along_the_phases(nd, tiles, target):
+    """On ALT's tiled layout (output channels innermost, the weight's too) the vector is the
+    output channels and the rows run along q of y = s*q + r: the phases sit outside the reduction,
+    the weight's output-channel blocks outermost, the taps unrolled inside the channel loop; no
+    tile stored by phase (its vectors are contiguous already); verified numerically."""
+    g = _tconv(8, 16, 4, 4, 2, 1, nd=nd)  # 8^nd outputs
+    acts = preset_actions(g, "alt_tiled", "tconv", tiles=tiles, ot=8, it=4)
+    weight = [a for a in acts if a.target == "tconv.weight"]
+    assert [a.get("dim") for a in weight[:2]] == [1, 0]  # the weight is (I, O, *K): O blocked innermost
+    prog = make_program(g, apply_actions(g, LayoutBook(), acts))
+    func = prog.funcs["tconv"]
+    steps = expert_steps(func, "tconv", target)
+    assert not [s for s in steps if s.primitive == "transform_layout"]
+    loops = list_loops(apply_steps(func, steps), "tconv_update")
+    kinds = {lp.name: lp.kind for lp in loops}
+    vector = [lp for lp in loops if lp.kind == "vectorized"]
+    assert len(vector) == 1 and vector[0].name == f"i{2 * nd + 2}"  # the output channels in the tile
+    rows = loops[-2]
+    assert rows.kind == "unrolled" and rows.name.endswith("_0")  # q: the rows share the weight's vector
+    assert all(kinds[f"rt{j}"] == "unrolled" for j in range(nd)) and kinds["rc"] == "serial"
+    phases = [lp.name for lp in loops if lp.name.endswith("_1") and lp.kind == "unrolled"]
+    assert len(phases) == nd  # one per strided dim, outside the reduction
+    assert [lp.name for lp in loops].index(phases[-1]) < [lp.name for lp in loops].index("rc")
+    prog = prog.with_funcs({"tconv": apply_steps(func, steps).mod["main"]})
+    if target is HOST:
+        result = prog.build(HOST).verify()
+        assert result.ok, result
+    else:
+        tvm.compile(prog.module(), target=target_from(target))

@@ -56,7 +56,8 @@ def alt_tiled(graph: Graph, op: str, tiles: list[int] | int = 4, ot: int = 16, i
               wot: int | None = None, wit: int | None = None) -> list[Step]:
     """ALT's one-level conv template (paper section 5): output N(H/ht)(W/wt)(O/ot) ht wt ot,
     input N(H/ht)(W/wt)(I/it)(ht+KH-1)(wt+KW-1) it through unfold (overlapped tiles, so each
-    output tile reads one contiguous input tile), weight (O/ot)(I/it) KH KW it ot."""
+    output tile reads one contiguous input tile), weight (O/ot)(I/it) KH KW it ot (a transposed
+    conv's weight, stored (I, O, KH, KW), takes the same form: its output channels innermost)."""
     node = graph.node(op)
     if not node.type.startswith("conv"):
         raise LayoutError(f"alt_tiled applies to convolutions; {op} is {node.label}")
@@ -97,11 +98,16 @@ def alt_tiled(graph: Graph, op: str, tiles: list[int] | int = 4, ot: int = 16, i
         acts += [_step(view, "split", {"dim": 1, "factors": [-1, min(it, cin)]}),
                  _step(view, "reorder", {"perm": _tile_perm(nd)})]
     wshape = graph.tensors[w].shape
-    wo, wi = min(wot or ot, wshape[0]), min(wit or it, wshape[1])
-    rank = len(wshape)
-    acts += [_step(w, "split", {"dim": 1, "factors": [-1, wi]}), _step(w, "split", {"dim": 0, "factors": [-1, wo]}),
-             _step(w, "reorder", {"perm": [0, 2] + list(range(4, rank + 2)) + [3, 1]})]
-    return acts
+    o_dim = 1 if node.type.startswith("conv_transpose") else 0  # a transposed conv's weight is (I, O, *K)
+    i_dim = 1 - o_dim
+    block = {o_dim: min(wot or ot, wshape[o_dim]), i_dim: min(wit or it, wshape[i_dim])}
+    # dim 1 split first, so dim 0 keeps its index: (D0/b0, b0, D1/b1, b1, *K), which the perm
+    # makes (O/wo, I/wi, *K, wi, wo)
+    acts += [_step(w, "split", {"dim": 1, "factors": [-1, block[1]]}),
+             _step(w, "split", {"dim": 0, "factors": [-1, block[0]]})]
+    kernel = list(range(4, len(wshape) + 2))
+    perm = [0, 2] + kernel + [3, 1] if o_dim == 0 else [2, 0] + kernel + [1, 3]
+    return acts + [_step(w, "reorder", {"perm": perm})]
 
 
 def nkn(graph: Graph, op: str, m: int = 16, n: int = 16) -> list[Step]:

@@ -44,6 +44,15 @@ def test_layouts_whose_vectorized_dim_splits_a_register_are_not_proposed(lanes):
     assert all(c.kwargs["n"] % lanes == 0 for c in gmm[1:]) and len(gmm) > 1
 
 
+def test_a_transposed_convs_tiles_hold_whole_pairs_of_stride_phases():
+    g = zoo.load("t2d")
+    node = g.node("tconv")
+    out, stride = g.tensors["tconv"].shape, node.kwargs["stride"]
+    tiles = {t for c in layout_space(g, "tconv")[1:] for t in c.kwargs["tiles"]}
+    assert tiles and all(t % (2 * stride) == 0 or t in out[2:] for t in tiles)
+    assert not tiles & {1, 2}
+
+
 def test_space_of_gmm_is_nkn_and_simple_ops_are_refused():
     g = small_gmm()
     assert {c.preset for c in layout_space(g, "gmm")} == {None, "nkn"}

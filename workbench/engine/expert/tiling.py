@@ -26,13 +26,17 @@ What it picks (``plan``):
   ``ic_block`` of NeoCPU, ``k`` of a GEMM), split into a block that keeps its slice of the
   vector operand in half the L1 cache, the outer part outermost.
 
-Transposed convolutions on a plain stored layout (``Analysis.phases``): the input is read at
-``(y + p) // s`` and the weight at ``(y + p) % s``, so a vector along any output loop gathers.
-Each such loop is split ``y = s*q + r``: along ``q`` the input is contiguous and the weight
-broadcast, so ``q`` is the vector loop; the phase loops ``r`` run unrolled between the tile's loop
-and the reduction, and the register tile, holding every phase of its ``q`` range (one box of the
-output, as TVM's write-back covers a bounding box), is stored by phase (``transform_layout``) so
-that each vector of it is contiguous.
+Transposed convolutions (``Analysis.phases``): the input is read at ``(y + p) // s`` and the
+weight at ``(y + p) % s``, so on a plain stored layout a vector along any output loop gathers,
+and on a layout with the output channels innermost (ALT's tiled template) rows along ``y`` would
+not share the weight's vector. Each such loop is split ``y = s*q + r``: along ``q`` the input is
+contiguous (or broadcast) and the weight broadcast, so ``q`` is the vector loop on a plain layout
+and the rows where the output channels are the vector. The phase loops ``r`` run unrolled between
+the tile's loop and the reduction; the register tile holds every phase of its ``q`` range (one
+box of the output, as TVM's write-back covers a bounding box), stored by phase
+(``transform_layout``) where its vector is ``q``, so that each vector of it is contiguous. Where
+the rows are ``q``, the taps inside the channel loop run unrolled and the loops that pick the
+weight's block go outermost.
 
 The steps (``tile_steps``): split and reorder to ``[outer spatial] [reduction] rows, nvec, lanes``
 (a grouped conv's loop over groups first), fuse the outer spatial loops and run them in parallel,
@@ -65,6 +69,10 @@ MIN_ACCUMULATORS = 8
 _FMA_PORTS, _FMA_LATENCY, _LOAD_PORTS = 2, 4, 1
 #: longest run of a stride worth checking (longer runs behave the same for the template)
 _RUN_CAP = 256
+#: most taps of a transposed conv's phase to unroll inside its channel loop, where its rows are
+#: q: left to LLVM, a 3-D conv's 2 x 2 x 2 taps kept a 2-step loop whose rows' addresses went to
+#: the stack (1.8x slower); where the vector is q (a plain layout), unrolling them ran 1.6x slower
+_MAX_PHASE_TAPS = 32
 #: most vectors per tile row: more only shortens the rows, as the register rule bounds both
 _MAX_NVEC = 4
 
@@ -585,21 +593,28 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     b, m = _Builder(func, kernel), a.block
     phases: list[str] = []  # the phase loops r of y = s*q + r: inside the tile's loop, outside the reduction
     t: Tile | None = None
-    periods = a.phases() if _gathers(a, unit.lanes) and _plain_write(a) else {}
+    tile_layout: tuple[list[int], list[int]] | None = None
+    periods = a.phases()
     if periods:
-        # a transposed conv on its stored layout reads its input at (y + p) // s: every vector
-        # along y would gather; split y = s*q + r and the reads are contiguous (input) and
-        # broadcast (weight) along q. The tile covers every phase of its q range, so that it is
-        # one box of the output (TVM writes back a tile's bounding box), stored by phase
-        # (``_phase_layout``) so that each vector of q is contiguous in it
+        # a transposed conv reads its input at (y + p) // s and its weight at (y + p) % s: a
+        # vector along y would gather, and rows along y would not share the weight's vector.
+        # Split y = s*q + r: along q the input is contiguous or broadcast and the weight
+        # broadcast, so q can be the vector loop (on a plain layout) or the rows (where the
+        # output channels are the vector: ALT's tiled layout, DCGAN's 4x4 stride 2 0.34 -> 0.20
+        # ms on AVX-512). The tile covers every phase of its q range, so that it is one box of
+        # the output (TVM writes back a tile's bounding box); a tile whose vector is q is stored
+        # by phase (``_phase_layout``) so that each vector of q is contiguous in it
         trial = _Builder(func, kernel)
         for loop, s in periods.items():
             trial.do("split", block=m, loop=loop, factors=[None, s])
         split = analyse(trial.sch.mod["main"], split=True)
         trial_tile = plan(split, unit, l1)
         rs = [f"{loop}_1" for loop in periods]
-        if not _gathers(split, unit.lanes) and not {trial_tile.vector, trial_tile.rows_loop} & set(rs):
-            tile_layout = _phase_layout([periods.get(lp.name, 1) for lp in a.spatial])
+        by_phase = trial_tile.vector in {f"{loop}_0" for loop in periods}
+        if not _gathers(split, unit.lanes) and not {trial_tile.vector, trial_tile.rows_loop} & set(rs) \
+                and (_plain_write(a) or not by_phase):
+            if by_phase:
+                tile_layout = _phase_layout([periods.get(lp.name, 1) for lp in a.spatial])
             b, a, phases, t = trial, split, rs, trial_tile
     if t is None:
         t = plan(a, unit, l1)
@@ -623,6 +638,13 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         # block loop goes outermost, so the loops inside it (output rows h) reuse that slice from
         # L1 (ResNeXt's 4-channel groups, 28x28: 1.48x; h outermost cycled through every group)
         order = u_outer + others + v_outer
+    elif phases and not tile_layout:
+        # where the rows are q, the loops along which the vector operand (the weight) changes
+        # outermost, so that the tiles inside reuse its block: a transposed conv reads it once
+        # per phase (DCGAN's 4x4 stride 2 on ALT's tiled layout: 1.08x over output rows outermost)
+        vector_reads = _vector_reads(a, t.vector)
+        picks = [n for n in order if any(r.strides.get(n) != 0 for r in vector_reads)]
+        order = picks + [n for n in order if n not in picks]
     units = [n for n in order if extent[n] == 1]
     outer = [n for n in order if extent[n] > 1]
     b.do("reorder", block=m, loops=units + outer + phases + red + u_tile + v_tile)
@@ -634,7 +656,7 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         outer = ["_".join(outer) + "_fused"]
     out = a.write.buffer
     b.do("cache_write", block=m, write_index=0, scope="local")
-    if phases:
+    if tile_layout:
         b.do("transform_layout", block=m, write_index=0, factors=tile_layout[0], perm=tile_layout[1])
     for blk in a.after:  # the epilogue, applied on the tile as it is written back
         b.attempt("reverse_compute_inline", block=blk)
@@ -656,7 +678,9 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
             b.attempt("vectorize", block=blk, loop=inner[-1].name)
     if outer:
         b.do("parallel", block=m, loop=outer[0])
-    for name in phases + ([t.slide] if t.slide else []) + u_tile + v_tile[:-1]:
+    # where the rows are q (not stored by phase), the taps inside the channel loop run unrolled
+    taps = red[1:] if phases and not tile_layout and math.prod(extent[n] for n in red[1:]) <= _MAX_PHASE_TAPS else []
+    for name in phases + taps + ([t.slide] if t.slide else []) + u_tile + v_tile[:-1]:
         b.do("unroll", block=m, loop=name)
     if v_tile:
         b.do("vectorize", block=m, loop=v_tile[-1])
