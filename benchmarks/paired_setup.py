@@ -1,5 +1,6 @@
-"""What the paired studies in ``benchmarks/results`` share: the conversion schedules of an older
-commit, imported beside the working tree's, and the target from the command line.
+"""What the paired studies in ``benchmarks/results`` share: an engine module of an older commit
+(the conversion schedules, the expert template), imported beside the working tree's, and the
+target from the command line.
 
 Run a study from the repository root (``PYTHONPATH=. python benchmarks/results/<study>/<script>``)."""
 
@@ -13,16 +14,22 @@ from pathlib import Path
 from types import ModuleType
 
 
-def old_convert(rev: str = "HEAD") -> ModuleType:
-    """``workbench.engine.expert.convert`` as it was at ``rev`` (git), as a module of its own."""
-    source = subprocess.check_output(["git", "show", f"{rev}:workbench/engine/expert/convert.py"], text=True)
-    path = Path(tempfile.mkdtemp()) / "convert_old.py"
+def old_module(module: str, rev: str = "HEAD") -> ModuleType:
+    """Module ``module`` (``workbench.engine.expert.convert``) as it was at ``rev`` (git), as a
+    module of its own beside the working tree's."""
+    source = subprocess.check_output(["git", "show", f"{rev}:{module.replace('.', '/')}.py"], text=True)
+    path = Path(tempfile.mkdtemp()) / f"{module.rsplit('.', 1)[-1]}_old.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("workbench.engine.expert.convert_old", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    spec = importlib.util.spec_from_file_location(f"{module}_old", path)
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = loaded
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+def old_convert(rev: str = "HEAD") -> ModuleType:
+    """``workbench.engine.expert.convert`` as it was at ``rev``."""
+    return old_module("workbench.engine.expert.convert", rev)
 
 
 def target_and_args(argv: list[str]) -> tuple[dict, list[str]]:
