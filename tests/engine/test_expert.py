@@ -193,6 +193,27 @@ def test_a_grouped_conv_tiles_one_group_at_a_time(target: dict) -> None:
         assert make_program(graph).with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok
 
 
+@pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
+def test_a_padding_stage_runs_under_the_parallel_loop_only_where_its_iterations_read_slices_of_their_own(
+        target: dict) -> None:
+    """A grouped conv's loop over groups reads one group's padded channels per iteration: its pad
+    stage is computed there (one parallel region, each element once). A depthwise conv whose
+    parallel loop also runs over blocks of output rows would compute their shared halo rows twice:
+    its pad stays a parallel pass of its own."""
+    cases = {"grouped": (_conv_graph(2, 32, 32, 28, 3, padding=1, groups=8), True),
+             "depthwise": (_conv_graph(2, 24, 24, 28, 3, padding=1, groups=24, depthwise=True), False)}
+    for name, ((graph, op), inside) in cases.items():
+        func = make_program(graph).funcs[op]
+        steps = expert_steps(func, op, target)
+        assert any(s.primitive == "compute_at" and s.get("block") == "conv_input_pad" for s in steps) == inside, name
+        sch = apply_steps(func, steps)
+        pad = list_loops(sch, "conv_input_pad")
+        conv = [lp for lp in list_loops(sch, "conv_update") if lp.kind == "parallel"]
+        assert [lp.name for lp in pad if lp.kind == "parallel"] == ([conv[0].name] if inside else [pad[0].name]), name
+        if target is HOST:
+            assert make_program(graph).with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok, name
+
+
 def test_a_stride_2_conv_shares_each_gathered_vector_among_many_output_channels() -> None:
     """On NCHW a stride-2 conv's vector along the output width gathers its input every other
     float; the output channels share each such vector, so the tile takes one vector and as many

@@ -43,7 +43,9 @@ The steps (``tile_steps``): split and reorder to ``[outer spatial] [reduction] r
 ``cache_write`` the output to a ``local`` tile computed per iteration of that loop
 (``reverse_compute_at``) so it lives in registers across the whole reduction, inline the
 element-wise epilogue (bias, relu...) into the tile's write-back, unroll rows and nvec, vectorize
-the lanes, and ``decompose_reduction``.
+the lanes, and ``decompose_reduction``. A padding stage runs as a parallel pass of its own, or
+under the tile's parallel loop where each iteration reads a slice of its own (a grouped conv's
+loop over groups: ``_slices``).
 """
 
 from __future__ import annotations
@@ -684,10 +686,30 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         b.do("unroll", block=m, loop=name)
     if v_tile:
         b.do("vectorize", block=m, loop=v_tile[-1])
+    inside = [blk for blk in a.before if outer and _slices(b, blk, m, outer[0])]
+    for blk in inside:
+        b.do("compute_at", block=blk, target_block=m, loop=outer[0])
     b.do("decompose_reduction", block=m, loop=red[0])
     for blk in a.before:  # padding stages: a pass over memory, split among the cores
-        _parallel_pass(b, blk, vector=False)
+        if blk not in inside:
+            _parallel_pass(b, blk, vector=False)
     return b.steps
+
+
+def _slices(b: _Builder, block: str, m: str, loop: str) -> bool:
+    """Whether a padding stage computed under the main block's parallel ``loop`` computes each
+    element once: every iteration reads a slice of its own (a grouped conv's loop over groups,
+    no halo shared between iterations). It then runs in the same parallel region, its slice
+    still in cache when the tile reads it (ResNeXt's 32 groups of 4 channels, 28x28: 1.12x);
+    where iterations share a halo (rows of a depthwise conv) it ran up to 1.6x slower."""
+    total = math.prod(lp.extent for lp in b.loops(block))
+    try:
+        trial = apply_step(b.sch, loop_step("compute_at", b.kernel, block=block, target_block=m, loop=loop))
+        loops = list_loops(trial, block)
+    except LoopError:  # refused, or a slice whose size changes between iterations
+        return False
+    at = next((lp for lp in loops if lp.name == loop), None)
+    return at is not None and at.extent * math.prod(lp.extent for lp in loops if lp.depth > at.depth) == total
 
 
 def _grouped_rows(a: Analysis, t: Tile) -> bool:
