@@ -5,6 +5,8 @@ kernels, ~1700x apart in work: the assertions are on which path each candidate t
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import tvm
@@ -59,3 +61,31 @@ def test_a_new_task_forgets_the_best(kernels):
     assert runner.best is None
     slow = _run(runner, kernels, 384)  # the new task's first candidate: fully timed
     assert len(slow) == EVALUATOR.repeat
+
+
+def _unrolled_matmul(unroll_i: int, unroll_j: int) -> tvm.IRModule:
+    """A 256^3 matmul whose i x j tile is unrolled: LLVM's build time grows with the tile
+    (8 x 32: ~2 s here, 2 x 2: milliseconds)."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(matmul(256))
+    i, j, _ = sch.get_loops(sch.get_sblock("C"))
+    sch.unroll(sch.split(j, [None, unroll_j])[1])
+    sch.unroll(sch.split(i, [None, unroll_i])[1])
+    return sch.mod
+
+
+def test_a_build_past_the_timeout_is_recorded_as_failed_and_left_at_the_lowest_priority(tmp_path):
+    import threading
+
+    import_tensor_intrinsics()
+    tgt = target_from(DEFAULT_TARGET)
+    built = {}
+    builder = runner_mod.InProcessBuilder(built, tmp_path, timeout_s=0.05)
+    (res,) = builder.build([ms.builder.BuilderInput(_unrolled_matmul(8, 32), tgt)])
+    assert res.artifact_path is None and "longer than 0.05 s" in res.error_msg
+    left = [t for t in threading.enumerate() if t.name == "candidate-build"]
+    assert left and all(os.getpriority(os.PRIO_PROCESS, t.native_id) == 19 for t in left)
+    quick = runner_mod.InProcessBuilder(built, tmp_path, timeout_s=60)
+    (ok,) = quick.build([ms.builder.BuilderInput(_unrolled_matmul(2, 2), tgt)])
+    assert ok.error_msg is None and ok.artifact_path in built

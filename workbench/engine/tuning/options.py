@@ -28,12 +28,13 @@ class TuneOptions:
     seed : int or None
         Seeds the search (None: unseeded).
     isolated : bool
-        Build and time candidates in TVM's worker processes (a build timeout, protection from a
-        crashing candidate, but ~10 s to start the pools) instead of this process.
+        Build and time candidates in TVM's worker processes (protection from a crashing
+        candidate, but ~10 s to start the pools) instead of this process.
     num_trials_per_iter : int
         Candidates MetaSchedule measures per batch.
     build_timeout_s : float
-        The build timeout of an isolated build.
+        A candidate whose build takes longer is recorded as failed (in this process: its build is
+        left to finish in the background at the lowest priority).
     joint_fraction : float
         The joint stage's share of an op's budget (the rest goes to the loop-only stage).
     per_candidate : int

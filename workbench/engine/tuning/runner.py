@@ -1,14 +1,17 @@
 """The builders and runners that measure candidates: in this process (``InProcessBuilder`` /
-``InProcessRunner``: no start-up cost, no protection), in TVM's worker processes, or on RPC
+``InProcessRunner``: no start-up cost, no protection but a build timeout), in TVM's worker processes, or on RPC
 servers. ``Measurers`` owns them for one or more tunings, so TVM's worker pools (~5 s each to
 start) are kept between the short tunings of a joint stage, and ends them on ``close``."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from .records import short_error
 from .rpc import RpcConfig
 from .startup import import_tensor_intrinsics
 
-__all__ = ["EVALUATOR", "InProcessBuilder", "InProcessRunner", "Measurers"]
+__all__ = ["EVALUATOR", "InProcessBuilder", "InProcessRunner", "Measurers", "built_within"]
 
 #: how every candidate is timed, wherever it runs: three repeats of at least 20 ms each, so a
 #: record's median (``records.latency_ms``) ranks layouts scored by a single measurement
@@ -35,23 +38,50 @@ EVALUATOR = ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=20)
 SLOW = 3.0
 
 
+def built_within(mod: Any, target: Any, timeout_s: float) -> Any:
+    """``default_build(mod, target)`` on a thread of its own (TVM's build releases the GIL),
+    waited for at most ``timeout_s``; raises ``TimeoutError`` after it. A candidate that unrolls a
+    large body can keep LLVM busy for tens of minutes (one of MetaSchedule's held a benchmark for
+    20): its thread cannot be stopped, so it is left to finish in the background at the lowest
+    priority and its module is dropped."""
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+    got: dict[str, Any] = {}
+
+    def build() -> None:
+        try:
+            got["rt"] = default_build(mod, target, None)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            got["error"] = e
+
+    worker = threading.Thread(target=build, name="candidate-build", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        with contextlib.suppress(OSError, AttributeError):  # lowest priority: it competes with the timings
+            os.setpriority(os.PRIO_PROCESS, worker.native_id, 19)
+        raise TimeoutError(f"build took longer than {timeout_s:g} s (a timeout set by build_timeout_s)")
+    if "error" in got:
+        raise got["error"]
+    return got["rt"]
+
+
 @derived_object
 class InProcessBuilder(ms.builder.PyBuilder):
     """Builds candidates in this process and hands them to ``InProcessRunner`` in memory, through
-    ``built`` (artifact path -> runtime module); ``scratch`` holds the folders that name them."""
+    ``built`` (artifact path -> runtime module); ``scratch`` holds the folders that name them. A
+    build that takes longer than ``timeout_s`` is recorded as failed (``built_within``)."""
 
-    def __init__(self, built: dict[str, Any], scratch: Path) -> None:
+    def __init__(self, built: dict[str, Any], scratch: Path, timeout_s: float = 60.0) -> None:
         super().__init__()
-        self.built, self.scratch = built, scratch
+        self.built, self.scratch, self.timeout_s = built, scratch, timeout_s
 
     def build(self, build_inputs: list) -> list:
-        from tvm.s_tir.meta_schedule.builder.local_builder import default_build
-
         out = []
         for bi in build_inputs:
             try:
-                rt = default_build(bi.mod, bi.target, None)
-            except Exception as e:  # a candidate TVM cannot build: recorded with its error
+                rt = built_within(bi.mod, bi.target, self.timeout_s)
+            except Exception as e:  # a candidate TVM cannot build (in time): recorded with its error
                 out.append(ms.builder.BuilderResult(None, f"build failed: {short_error(e)}"))
                 continue
             self.scratch.mkdir(parents=True, exist_ok=True)  # someone may have cleaned /tmp meanwhile
@@ -132,7 +162,8 @@ class Measurers:
         if rpc is None and not isolated:
             if self._scratch is None:
                 self._scratch = Path(tempfile.mkdtemp(prefix="alt-wb-build-"))
-            return InProcessBuilder(self._built, self._scratch), InProcessRunner(EVALUATOR, self._built)
+            return (InProcessBuilder(self._built, self._scratch, float(build_timeout_s)),
+                    InProcessRunner(EVALUATOR, self._built))
         if rpc is not None:
             servers = rpc.check()  # before any worker pool starts
             return self._local_builder(float(build_timeout_s)), rpc.runner(EVALUATOR, workers=servers)
