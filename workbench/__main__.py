@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -482,5 +483,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _exit(code: int | None) -> None:
+    """Exit with ``code``; at once (``os._exit``, output flushed) while a candidate's build that
+    timed out still runs on its thread: LLVM's static destructors at a normal exit would run under it."""
+    runner = sys.modules.get("workbench.engine.tuning.runner")
+    if runner is not None and runner.builds_left_running():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 0)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())

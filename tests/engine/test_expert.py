@@ -214,6 +214,15 @@ def test_a_padding_stage_runs_under_the_parallel_loop_only_where_its_iterations_
             assert make_program(graph).with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok, name
 
 
+def test_a_loop_longer_than_the_runs_followed_is_no_stride_phase() -> None:
+    """Runs are followed up to ``_RUN_CAP`` steps: a depthwise conv over 384 channels reads
+    affinely along them, which is no transposed conv's phase (it was taken for one of period 2)."""
+    graph, op = _conv_graph(2, 384, 384, 7, 3, padding=1, groups=384, depthwise=True)
+    func = make_program(graph).funcs[op]
+    assert analyse(func).phases() == {}
+    assert [s.get("factors") for s in expert_steps(func, op, HOST) if s.primitive == "split"] != [[None, 2]]
+
+
 def test_a_stride_2_conv_shares_each_gathered_vector_among_many_output_channels() -> None:
     """On NCHW a stride-2 conv's vector along the output width gathers its input every other
     float; the output channels share each such vector, so the tile takes one vector and as many
@@ -328,7 +337,7 @@ def test_transposed_conv_on_its_stored_layout_runs_by_stride_phase(cin, cout, si
 
 @pytest.mark.parametrize("nd,tiles", [(2, [4, 8]), (3, [4, 4, 8])], ids=["t2d", "t3d"])
 @pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
-def test_transposed_conv_on_alts_tiles_runs_its_rows_along_the_phases(nd, tiles, target):
+def test_transposed_conv_on_alts_tiles_runs_its_rows_along_the_phases(nd: int, tiles: list[int], target: dict) -> None:
     """On ALT's tiled layout (output channels innermost, the weight's too) the vector is the
     output channels and the rows run along q of y = s*q + r: the phases sit outside the reduction,
     the weight's output-channel blocks outermost, the taps unrolled inside the channel loop; no
@@ -336,21 +345,24 @@ def test_transposed_conv_on_alts_tiles_runs_its_rows_along_the_phases(nd, tiles,
     g = _tconv(8, 16, 4, 4, 2, 1, nd=nd)  # 8^nd outputs
     acts = preset_actions(g, "alt_tiled", "tconv", tiles=tiles, ot=8, it=4)
     weight = [a for a in acts if a.target == "tconv.weight"]
-    assert [a.get("dim") for a in weight[:2]] == [1, 0]  # the weight is (I, O, *K): O blocked innermost
+    # the weight (I, O, *K) = (8, 16, 4...) stored (O/8, I/4, *K, 4, 8): its output channels innermost
+    assert [(a.get("dim"), a.get("factors")) for a in weight[:2]] == [(1, [-1, 8]), (0, [-1, 4])]
+    assert weight[2].get("perm") == [2, 0, *range(4, nd + 4), 1, 3]
     prog = make_program(g, apply_actions(g, LayoutBook(), acts))
     func = prog.funcs["tconv"]
     steps = expert_steps(func, "tconv", target)
     assert not [s for s in steps if s.primitive == "transform_layout"]
     loops = list_loops(apply_steps(func, steps), "tconv_update")
-    kinds = {lp.name: lp.kind for lp in loops}
+    names, kinds = [lp.name for lp in loops], {lp.name: lp.kind for lp in loops}
+    # output (N, tiles..., O/8, tile dims..., 8): loops i0, i1..i{nd} tiles, i{nd+1} the O blocks
     vector = [lp for lp in loops if lp.kind == "vectorized"]
     assert len(vector) == 1 and vector[0].name == f"i{2 * nd + 2}"  # the output channels in the tile
-    rows = loops[-2]
-    assert rows.kind == "unrolled" and rows.name.endswith("_0")  # q: the rows share the weight's vector
+    assert loops[-2].kind == "unrolled" and loops[-2].name == f"i{2 * nd + 1}_0"  # rows: q of the last dim
+    phases = [f"i{nd + 2 + j}_1" for j in range(nd)]
+    assert all(kinds[p] == "unrolled" for p in phases) and max(map(names.index, phases)) < names.index("rc")
     assert all(kinds[f"rt{j}"] == "unrolled" for j in range(nd)) and kinds["rc"] == "serial"
-    phases = [lp.name for lp in loops if lp.name.endswith("_1") and lp.kind == "unrolled"]
-    assert len(phases) == nd  # one per strided dim, outside the reduction
-    assert [lp.name for lp in loops].index(phases[-1]) < [lp.name for lp in loops].index("rc")
+    parallel = next(lp for lp in loops if lp.kind == "parallel")
+    assert parallel.name.startswith(f"i{nd + 1}")  # the weight's output-channel blocks outermost
     prog = prog.with_funcs({"tconv": apply_steps(func, steps).mod["main"]})
     if target is HOST:
         result = prog.build(HOST).verify()

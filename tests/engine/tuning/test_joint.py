@@ -53,6 +53,21 @@ def test_a_transposed_convs_tiles_hold_whole_pairs_of_stride_phases():
     assert not tiles & {1, 2}
 
 
+def test_a_transposed_conv_keeps_every_tile_along_a_dim_of_stride_1():
+    from workbench.engine.graph import GraphBuilder
+
+    b = GraphBuilder("t")
+    x = b.input("data", (1, 8, 8, 14), "NCHW")
+    b.op("tconv", "conv_transpose2d", x, b.const("tconv.weight", (8, 16, 4, 3), "IOHW"), stride=[2, 1], padding=1)
+    g = b.build()
+    assert g.tensors["tconv"].shape[2:] == (16, 14)
+    space = layout_space(g, "tconv")[1:]
+    rows = {c.kwargs["tiles"][0] for c in space}
+    cols = {c.kwargs["tiles"][1] for c in space}
+    assert rows == {4, 8, 16}  # stride 2: multiples of 4 (16's divisors among the tiles)
+    assert cols == {1, 2, 7, 14}  # stride 1: no phases, every divisor of 14
+
+
 def test_space_of_gmm_is_nkn_and_simple_ops_are_refused():
     g = small_gmm()
     assert {c.preset for c in layout_space(g, "gmm")} == {None, "nkn"}

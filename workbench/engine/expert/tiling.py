@@ -35,8 +35,8 @@ and the rows where the output channels are the vector. The phase loops ``r`` run
 the tile's loop and the reduction; the register tile holds every phase of its ``q`` range (one
 box of the output, as TVM's write-back covers a bounding box), stored by phase
 (``transform_layout``) where its vector is ``q``, so that each vector of it is contiguous. Where
-the rows are ``q``, the taps inside the channel loop run unrolled and the loops that pick the
-weight's block go outermost.
+the vector is the output channels, the taps inside the channel loop run unrolled and the loops
+that pick the weight's block go outermost.
 
 The steps (``tile_steps``): split and reorder to ``[outer spatial] [reduction] rows, nvec, lanes``
 (a grouped conv's loop over groups first), fuse the outer spatial loops and run them in parallel,
@@ -45,7 +45,7 @@ The steps (``tile_steps``): split and reorder to ``[outer spatial] [reduction] r
 element-wise epilogue (bias, relu...) into the tile's write-back, unroll rows and nvec, vectorize
 the lanes, and ``decompose_reduction``. A padding stage runs as a parallel pass of its own, or
 under the tile's parallel loop where each iteration reads a slice of its own (a grouped conv's
-loop over groups: ``_slices``).
+loop over groups: ``_reads_own_slice``).
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ __all__ = ["Access", "Analysis", "Tile", "analyse", "plan", "tile_steps", "main_
 MIN_ACCUMULATORS = 8
 # one load per cycle, not two: broadcast-heavy tiles (1 x 14) measured slower than 2 x 4 on znver3
 _FMA_PORTS, _FMA_LATENCY, _LOAD_PORTS = 2, 4, 1
+#: fewest elements of a padding stage's slice worth computing under the parallel loop: a
+#: depthwise conv's single 9x9 plane (960 channels, 7x7) ran 0.85x there on AVX-512
+_MIN_SLICE = 1024
 #: longest run of a stride worth checking (longer runs behave the same for the template)
 _RUN_CAP = 256
 #: most taps of a transposed conv's phase to unroll inside its channel loop, where its rows are
@@ -143,7 +146,8 @@ class Analysis:
         (contiguous or broadcast) along the outer part."""
         out = {}
         for lp in self.spatial:
-            bent = [r for r in self.reads if r.runs[lp.name] < lp.extent]
+            # (a run as long as _RUN_CAP is one that was not followed further, not a bend)
+            bent = [r for r in self.reads if r.runs[lp.name] < min(lp.extent, _RUN_CAP)]
             periods = {r.periods.get(lp.name) for r in bent}
             if len(bent) >= 2 and len(periods) == 1 and (s := periods.pop()) and lp.extent % s == 0:
                 out[lp.name] = s
@@ -208,7 +212,7 @@ def _access(buf: Any, indices: Any, loop_vars: Mapping[str, tirx.Var], extents: 
                 and _at(off, {**zero, var: run}) == base + run * stride:
             run += 1
         strides[name], runs[name] = stride, run if extents[name] > 1 else _RUN_CAP
-        if run < extents[name] and (s := _period(off, var, zero, extents[name])):
+        if run < min(extents[name], _RUN_CAP) and (s := _period(off, var, zero, extents[name])):
             periods[name] = s
     return Access(str(buf.name), strides, runs, periods)
 
@@ -641,12 +645,15 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
         # L1 (ResNeXt's 4-channel groups, 28x28: 1.48x; h outermost cycled through every group)
         order = u_outer + others + v_outer
     elif phases and not tile_layout:
-        # where the rows are q, the loops along which the vector operand (the weight) changes
-        # outermost, so that the tiles inside reuse its block: a transposed conv reads it once
-        # per phase (DCGAN's 4x4 stride 2 on ALT's tiled layout: 1.08x over output rows outermost)
+        # phases with the output channels as the vector (not q): the loops along which the
+        # vector operand (the weight) changes outermost, so that the tiles inside reuse its
+        # block: a transposed conv reads it once per phase (DCGAN's 4x4 stride 2 on ALT's tiled
+        # layout: 1.07x over output rows outermost); then the blocks of rows where the tile does
+        # not hold them all (DCGAN with 32 output channels a block on AVX-512, 2 x 8 rows of q:
+        # 1.12x over them innermost)
         vector_reads = _vector_reads(a, t.vector)
-        picks = [n for n in order if any(r.strides.get(n) != 0 for r in vector_reads)]
-        order = picks + [n for n in order if n not in picks]
+        picks = [n for n in others if any(r.strides.get(n, 0) != 0 for r in vector_reads)] + v_outer + u_outer
+        order = picks + [n for n in others if n not in picks]
     units = [n for n in order if extent[n] == 1]
     outer = [n for n in order if extent[n] > 1]
     b.do("reorder", block=m, loops=units + outer + phases + red + u_tile + v_tile)
@@ -680,15 +687,19 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
             b.attempt("vectorize", block=blk, loop=inner[-1].name)
     if outer:
         b.do("parallel", block=m, loop=outer[0])
-    # where the rows are q (not stored by phase), the taps inside the channel loop run unrolled
-    taps = red[1:] if phases and not tile_layout and math.prod(extent[n] for n in red[1:]) <= _MAX_PHASE_TAPS else []
+    # phases with the output channels as the vector: the taps inside the channel loop (the first
+    # reduction loop, unless the channels are split into an inner block) run unrolled
+    unrolled_taps = phases and not tile_layout and not t.inner and math.prod(extent[n] for n in red[1:]) <= _MAX_PHASE_TAPS
+    taps = red[1:] if unrolled_taps else []
     for name in phases + taps + ([t.slide] if t.slide else []) + u_tile + v_tile[:-1]:
         b.do("unroll", block=m, loop=name)
     if v_tile:
         b.do("vectorize", block=m, loop=v_tile[-1])
-    inside = [blk for blk in a.before if outer and _slices(b, blk, m, outer[0])]
-    for blk in inside:
-        b.do("compute_at", block=blk, target_block=m, loop=outer[0])
+    inside = []
+    for blk in a.before if outer else []:  # one at a time: each is checked on the schedule as it is
+        if _reads_own_slice(b, blk, m, outer[0]):
+            b.do("compute_at", block=blk, target_block=m, loop=outer[0])
+            inside.append(blk)
     b.do("decompose_reduction", block=m, loop=red[0])
     for blk in a.before:  # padding stages: a pass over memory, split among the cores
         if blk not in inside:
@@ -696,12 +707,13 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     return b.steps
 
 
-def _slices(b: _Builder, block: str, m: str, loop: str) -> bool:
-    """Whether a padding stage computed under the main block's parallel ``loop`` computes each
-    element once: every iteration reads a slice of its own (a grouped conv's loop over groups,
-    no halo shared between iterations). It then runs in the same parallel region, its slice
-    still in cache when the tile reads it (ResNeXt's 32 groups of 4 channels, 28x28: 1.12x);
-    where iterations share a halo (rows of a depthwise conv) it ran up to 1.6x slower."""
+def _reads_own_slice(b: _Builder, block: str, m: str, loop: str) -> bool:
+    """Whether a padding stage computed under the main block's parallel ``loop`` computes no more
+    than the stage does: the slices TVM's ``compute_at`` gives the iterations add up to the stage
+    (a grouped conv's loop over groups; no halo shared between iterations). It then runs in the
+    same parallel region, its slice still in cache when the tile reads it (ResNeXt's 32 groups of
+    4 channels, 28x28: 1.11x); where iterations share a halo (rows of a depthwise conv) it ran up
+    to 1.6x slower, and slices of one small plane (``_MIN_SLICE``) 0.85-1.10x."""
     total = math.prod(lp.extent for lp in b.loops(block))
     try:
         trial = apply_step(b.sch, loop_step("compute_at", b.kernel, block=block, target_block=m, loop=loop))
@@ -709,7 +721,8 @@ def _slices(b: _Builder, block: str, m: str, loop: str) -> bool:
     except LoopError:  # refused, or a slice whose size changes between iterations
         return False
     at = next((lp for lp in loops if lp.name == loop), None)
-    return at is not None and at.extent * math.prod(lp.extent for lp in loops if lp.depth > at.depth) == total
+    piece = math.prod(lp.extent for lp in loops if lp.depth > at.depth) if at is not None else 0
+    return piece >= _MIN_SLICE and at.extent * piece == total
 
 
 def _grouped_rows(a: Analysis, t: Tile) -> bool:

@@ -94,14 +94,18 @@ def _strides(attrs: Mapping[str, Any], nd: int) -> tuple[int, ...]:
 
 
 def _phase_tiles(tiles: list[int], n: int, stride: int) -> list[int]:
-    """A transposed conv's tiles along a dim of stride ``stride``: whole multiples of two phases
-    (or the whole dim), so the expert template sees the phases in the tile's loop and runs its
-    rows along them (a tile of one phase, 2 on stride 2, left its 3-D kernel 1.8x slower).
+    """A transposed conv's tiles along an output dim of ``n`` and stride ``stride``: multiples of
+    2 * stride, so that the tile's loop holds q = 2 or more steps of y = s*q + r and the expert
+    template can see the phases (a tile of one phase, 2 on stride 2, left the 3-D decoder's kernel
+    1.8x slower); the whole dim when no tile is such; all of them where there are no phases
+    (stride 1, or a stride that does not divide the dim).
 
-    >>> _phase_tiles([1, 2, 4, 8, 32], 32, 2)
-    [4, 8, 32]
+    >>> _phase_tiles([1, 2, 4, 8, 32], 32, 2), _phase_tiles([1, 5], 15, 3), _phase_tiles([1, 2, 7, 14], 14, 1)
+    ([4, 8, 32], [15], [1, 2, 7, 14])
     """
-    return [t for t in tiles if t % (2 * stride) == 0 or t == n] or tiles
+    if stride <= 1 or n % stride:
+        return tiles
+    return [t for t in tiles if t % (2 * stride) == 0 or t == n] or [n]
 
 
 def _fills_lanes(c: Candidate, full: int, lanes: int) -> bool:

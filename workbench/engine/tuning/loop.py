@@ -45,9 +45,11 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
     candidate twice) and take part in the best result; a run on a folder that holds ``budget``
     records measures nothing. Progress lines carry ``stage`` and ``layout_label``.
 
-    Candidates are built and timed in this process unless ``options.isolated``: then
-    ``LocalBuilder(timeout_sec=options.build_timeout_s)`` and ``LocalRunner`` run them in TVM's
-    worker processes, so a crashing or hanging candidate is recorded with its error and skipped
+    Candidates are built and timed in this process (a build that takes longer than
+    ``options.build_timeout_s`` recorded as failed, ``runner.built_within``) unless
+    ``options.isolated``: then ``LocalBuilder(timeout_sec=options.build_timeout_s)`` and
+    ``LocalRunner`` run them in TVM's worker processes, so a crashing or hanging candidate is
+    also recorded with its error and skipped
     (their start-up costs ~10 s in a process's first tuning and ~5 s per batch of builds). With
     ``options.rpc`` the builds stay local and the candidates are timed on the tracker's servers;
     a tracker without servers for the key is refused up front and a server that stops answering

@@ -10,7 +10,10 @@ from typing import Sequence
 from ..errors import TuneError
 from .rpc import RpcConfig
 
-__all__ = ["SEARCHES", "TuneOptions", "budget_shares"]
+__all__ = ["BUILD_TIMEOUT_S", "SEARCHES", "TuneOptions", "budget_shares"]
+
+#: seconds a candidate's build may take before it is recorded as failed
+BUILD_TIMEOUT_S = 60.0
 
 SEARCHES = ("model", "random")
 
@@ -62,7 +65,7 @@ class TuneOptions:
     seed: int | None = 0
     isolated: bool = False
     num_trials_per_iter: int = 8
-    build_timeout_s: float = 60.0
+    build_timeout_s: float = BUILD_TIMEOUT_S
     joint_fraction: float = 0.3
     per_candidate: int = 1
     search: str = "model"
@@ -73,6 +76,8 @@ class TuneOptions:
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
             raise TuneError(f"search must be 'model' or 'random', got {self.search!r}")
+        if not self.build_timeout_s > 0:
+            raise TuneError(f"build_timeout_s must be positive, got {self.build_timeout_s}")
         if self.num_trials_per_iter < 1:
             raise TuneError(f"num_trials_per_iter must be at least 1, got {self.num_trials_per_iter}")
 

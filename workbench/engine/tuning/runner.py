@@ -20,11 +20,13 @@ import tvm
 import tvm.s_tir.meta_schedule as ms
 from tvm.ir.utils import derived_object
 
+from .options import BUILD_TIMEOUT_S
 from .records import short_error
 from .rpc import RpcConfig
 from .startup import import_tensor_intrinsics
 
-__all__ = ["EVALUATOR", "InProcessBuilder", "InProcessRunner", "Measurers", "built_within"]
+__all__ = ["EVALUATOR", "InProcessBuilder", "InProcessRunner", "Measurers", "built_within",
+           "builds_left_running"]
 
 #: how every candidate is timed, wherever it runs: three repeats of at least 20 ms each, so a
 #: record's median (``records.latency_ms``) ranks layouts scored by a single measurement
@@ -38,29 +40,47 @@ EVALUATOR = ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=20)
 SLOW = 3.0
 
 
-def built_within(mod: Any, target: Any, timeout_s: float) -> Any:
-    """``default_build(mod, target)`` on a thread of its own (TVM's build releases the GIL),
-    waited for at most ``timeout_s``; raises ``TimeoutError`` after it. A candidate that unrolls a
-    large body can keep LLVM busy for tens of minutes (one of MetaSchedule's held a benchmark for
-    20): its thread cannot be stopped, so it is left to finish in the background at the lowest
-    priority and its module is dropped."""
+#: builds still running after their timeout (``built_within``), until they end
+_LEFT: list[threading.Thread] = []
+
+
+def builds_left_running() -> bool:
+    """Whether a build that timed out is still running on its thread: a process should then end
+    with ``os._exit`` (after flushing its output), as LLVM's static destructors at a normal exit
+    would run under it."""
+    _LEFT[:] = [t for t in _LEFT if t.is_alive()]
+    return bool(_LEFT)
+
+
+def built_within(mod: tvm.IRModule, target: tvm.target.Target, timeout_s: float) -> tvm.runtime.Module:
+    """``default_build(mod, target)`` on a thread of its own, waited for at most ``timeout_s``;
+    raises ``TimeoutError`` after it. A candidate that unrolls a large body can keep LLVM busy for
+    tens of minutes (one of MetaSchedule's held a benchmark for 20): its thread cannot be stopped,
+    so it is left to finish in the background in the idle scheduling class and its module is
+    dropped (``builds_left_running``). Relies on TVM's FFI releasing the GIL during the build (its
+    default; ``TVM_FFI_RELEASE_GIL_BY_DEFAULT=0`` would make the wait block); the caller's
+    ``PassContext`` (thread-local) is carried over to the build's thread."""
     from tvm.s_tir.meta_schedule.builder.local_builder import default_build
 
+    import_tensor_intrinsics()  # here, not inside the timeout: ~30 s the first time
+    context = tvm.transform.PassContext.current()
     got: dict[str, Any] = {}
 
     def build() -> None:
         try:
-            got["rt"] = default_build(mod, target, None)
-        except Exception as e:  # noqa: BLE001 - handed to the caller
+            with context:
+                got["rt"] = default_build(mod, target, None)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
             got["error"] = e
 
     worker = threading.Thread(target=build, name="candidate-build", daemon=True)
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
-        with contextlib.suppress(OSError, AttributeError):  # lowest priority: it competes with the timings
-            os.setpriority(os.PRIO_PROCESS, worker.native_id, 19)
-        raise TimeoutError(f"build took longer than {timeout_s:g} s (a timeout set by build_timeout_s)")
+        _LEFT.append(worker)
+        with contextlib.suppress(OSError, AttributeError):  # it would compete with the timings
+            os.sched_setscheduler(worker.native_id, os.SCHED_IDLE, os.sched_param(0))
+        raise TimeoutError(f"build took longer than {timeout_s:g} s")
     if "error" in got:
         raise got["error"]
     return got["rt"]
@@ -72,7 +92,7 @@ class InProcessBuilder(ms.builder.PyBuilder):
     ``built`` (artifact path -> runtime module); ``scratch`` holds the folders that name them. A
     build that takes longer than ``timeout_s`` is recorded as failed (``built_within``)."""
 
-    def __init__(self, built: dict[str, Any], scratch: Path, timeout_s: float = 60.0) -> None:
+    def __init__(self, built: dict[str, Any], scratch: Path, timeout_s: float = BUILD_TIMEOUT_S) -> None:
         super().__init__()
         self.built, self.scratch, self.timeout_s = built, scratch, timeout_s
 
