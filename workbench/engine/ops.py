@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tvm
@@ -30,7 +30,7 @@ from tvm import te
 from .fastmath import fast_erf, fast_exp, fast_sigmoid, fast_tanh
 from .index import Window, all_of, bind_axis, simplify
 
-__all__ = ["OpDef", "OPS", "Reader", "tconv_executed_macs"]
+__all__ = ["OpDef", "OPS", "Reader", "per_dim", "tconv_executed_macs"]
 
 Shape = tuple[int, ...]
 Reader = Callable[..., Any]  # reader(idx, windows=None) -> PrimExpr
@@ -86,7 +86,12 @@ def _raxis(extent: int, name: str) -> Any:
     return ax
 
 
-def _nt(a: dict, key: str, nd: int, default: int) -> tuple[int, ...]:
+def per_dim(a: Mapping, key: str, nd: int, default: int) -> tuple[int, ...]:
+    """Attribute ``key`` of ``a`` (an int or one per spatial dim) as one value per dim.
+
+    >>> per_dim({"stride": 2}, "stride", 2, 1), per_dim({"stride": [2, 1]}, "stride", 2, 1)
+    ((2, 2), (2, 1))
+    """
     v = a.get(key, default)
     return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
 
@@ -95,7 +100,7 @@ def _nt(a: dict, key: str, nd: int, default: int) -> tuple[int, ...]:
 
 def _conv_infer(shapes, a):
     (x, w), nd = shapes[:2], len(shapes[0]) - 2
-    s, p, d, g = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0), _nt(a, "dilation", nd, 1), a.get("groups", 1)
+    s, p, d, g = per_dim(a, "stride", nd, 1), per_dim(a, "padding", nd, 0), per_dim(a, "dilation", nd, 1), a.get("groups", 1)
     if len(w) != nd + 2 or x[1] != w[1] * g or w[0] % g:
         raise ValueError(f"input {x} and weight {w} do not fit with groups={g}")
     out = tuple((x[2 + j] + 2 * p[j] - d[j] * (w[2 + j] - 1) - 1) // s[j] + 1 for j in range(nd))
@@ -108,7 +113,7 @@ def _conv_compute(readers, shapes, a, out):
     X, W = readers
     xs, ws = shapes[:2]
     nd, g = len(xs) - 2, a.get("groups", 1)
-    s, p, d = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0), _nt(a, "dilation", nd, 1)
+    s, p, d = per_dim(a, "stride", nd, 1), per_dim(a, "padding", nd, 0), per_dim(a, "dilation", nd, 1)
     cg, og = ws[1], ws[0] // g
 
     # positions read past the input before and after it, per spatial dim
@@ -144,12 +149,12 @@ def _torch_conv(kind: str, vals, a, **extra):
     x, w = vals[:2]
     nd = x.ndim - 2
     fn = getattr(_torch().nn.functional, f"{kind}{nd}d")
-    return fn(_t(x), _t(w), stride=_nt(a, "stride", nd, 1), padding=_nt(a, "padding", nd, 0), **extra).numpy()
+    return fn(_t(x), _t(w), stride=per_dim(a, "stride", nd, 1), padding=per_dim(a, "padding", nd, 0), **extra).numpy()
 
 
 def _conv_ref(vals, a):
     nd = vals[0].ndim - 2
-    return _torch_conv("conv", vals, a, dilation=_nt(a, "dilation", nd, 1), groups=a.get("groups", 1))
+    return _torch_conv("conv", vals, a, dilation=per_dim(a, "dilation", nd, 1), groups=a.get("groups", 1))
 
 
 def _conv_label(a):
@@ -160,7 +165,7 @@ def _conv_label(a):
         return "DEP"
     if a.get("groups", 1) > 1:
         return "GRP"
-    return "DIL" if max(_nt(a, "dilation", 2, 1)) > 1 else "C2D"
+    return "DIL" if max(per_dim(a, "dilation", 2, 1)) > 1 else "C2D"
 
 
 for _nd in (1, 2, 3):
@@ -188,7 +193,7 @@ class _TDim:
 def _tconv_dims(shapes: list[Shape], a: dict, out: Shape) -> list[_TDim]:
     xs, ws = shapes[:2]
     nd = len(xs) - 2
-    s, p = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0)
+    s, p = per_dim(a, "stride", nd, 1), per_dim(a, "padding", nd, 0)
     dims = []
     for j in range(nd):
         k, n_in, n_out = ws[2 + j], xs[2 + j], out[2 + j]
@@ -202,7 +207,7 @@ def _tconv_dims(shapes: list[Shape], a: dict, out: Shape) -> list[_TDim]:
 
 def _tconv_infer(shapes, a):
     (x, w), nd = shapes[:2], len(shapes[0]) - 2
-    s, p, op = _nt(a, "stride", nd, 1), _nt(a, "padding", nd, 0), _nt(a, "output_padding", nd, 0)
+    s, p, op = per_dim(a, "stride", nd, 1), per_dim(a, "padding", nd, 0), per_dim(a, "output_padding", nd, 0)
     if len(w) != nd + 2 or x[1] != w[0]:
         raise ValueError(f"input {x} and weight {w} (C, O, *K) do not fit")
     if min(s) < 1 or min(p) < 0 or len(s) != nd or len(p) != nd or len(op) != nd:
@@ -291,7 +296,7 @@ def tconv_executed_macs(shapes: list[Shape], attrs: dict) -> int:
 
 
 def _tconv_ref(vals, a):
-    return _torch_conv("conv_transpose", vals, a, output_padding=_nt(a, "output_padding", vals[0].ndim - 2, 0))
+    return _torch_conv("conv_transpose", vals, a, output_padding=per_dim(a, "output_padding", vals[0].ndim - 2, 0))
 
 
 for _nd in (1, 2, 3):
@@ -388,13 +393,13 @@ _register(OpDef("bias_add", "elementwise", _bias_infer, _bias_compute,
 
 def _pad_infer(shapes, a):
     x = shapes[0]
-    before, after = _nt(a, "before", len(x), 0), _nt(a, "after", len(x), 0)
+    before, after = per_dim(a, "before", len(x), 0), per_dim(a, "after", len(x), 0)
     return tuple(n + b + e for n, b, e in zip(x, before, after))
 
 
 def _pad_compute(readers, shapes, a, out):
     (X,), x = readers, shapes[0]
-    before, after = _nt(a, "before", len(x), 0), _nt(a, "after", len(x), 0)
+    before, after = per_dim(a, "before", len(x), 0), per_dim(a, "after", len(x), 0)
 
     def body(idx):
         src = [i - b for i, b in zip(idx, before)]
@@ -408,7 +413,7 @@ def _pad_compute(readers, shapes, a, out):
 
 def _pad_ref(vals, a):
     x = vals[0]
-    width = list(zip(_nt(a, "before", x.ndim, 0), _nt(a, "after", x.ndim, 0)))
+    width = list(zip(per_dim(a, "before", x.ndim, 0), per_dim(a, "after", x.ndim, 0)))
     return np.pad(x, width, constant_values=a.get("value", 0.0))
 
 
@@ -417,13 +422,13 @@ _register(OpDef("pad", "other", _pad_infer, _pad_compute, lambda shapes, a, out:
 
 def _pool_infer(shapes, a):
     x = shapes[0]
-    k, s, p = _nt(a, "kernel", 2, 1), _nt(a, "stride", 2, 1), _nt(a, "padding", 2, 0)
+    k, s, p = per_dim(a, "kernel", 2, 1), per_dim(a, "stride", 2, 1), per_dim(a, "padding", 2, 0)
     return (*x[:2], *((x[2 + j] + 2 * p[j] - k[j]) // s[j] + 1 for j in range(2)))
 
 
 def _pool_compute(readers, shapes, a, out):
     (X,), x = readers, shapes[0]
-    k, s, p = _nt(a, "kernel", 2, 1), _nt(a, "stride", 2, 1), _nt(a, "padding", 2, 0)
+    k, s, p = per_dim(a, "kernel", 2, 1), per_dim(a, "stride", 2, 1), per_dim(a, "padding", 2, 0)
     is_max = a.get("mode", "max") == "max"
 
     def body(idx):
@@ -444,14 +449,14 @@ def _pool_compute(readers, shapes, a, out):
 
 def _pool_ref(vals, a):
     f = _torch().nn.functional
-    k, s, p = _nt(a, "kernel", 2, 1), _nt(a, "stride", 2, 1), _nt(a, "padding", 2, 0)
+    k, s, p = per_dim(a, "kernel", 2, 1), per_dim(a, "stride", 2, 1), per_dim(a, "padding", 2, 0)
     if a.get("mode", "max") == "max":
         return f.max_pool2d(_t(vals[0]), k, s, p).numpy()
     return f.avg_pool2d(_t(vals[0]), k, s, p, count_include_pad=True).numpy()
 
 
 _register(OpDef("pool2d", "other", _pool_infer, _pool_compute,
-                lambda shapes, a, out: math.prod(out) * math.prod(_nt(a, "kernel", 2, 1)), _pool_ref))
+                lambda shapes, a, out: math.prod(out) * math.prod(per_dim(a, "kernel", 2, 1)), _pool_ref))
 
 
 def _reduce_stage(name: str, X: Reader, shape: Shape, axis: int, fn: Callable[[Any, Any], Any]) -> te.Tensor:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from .errors import LayoutError
 from .graph import Graph
 from .keys import key_base, layout_keys
+from .ops import per_dim
 from .step import Step
 
 __all__ = ["Preset", "PRESETS", "preset_actions", "channels_last", "blocked", "alt_tiled", "nkn"]
@@ -68,8 +69,7 @@ def alt_tiled(graph: Graph, op: str, tiles: list[int] | int = 4, ot: int = 16, i
     if len(tl) != nd:
         raise LayoutError(f"alt_tiled on {op} needs {nd} tile sizes, got {tl}")
     a = node.kwargs
-    as_t = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd  # noqa: E731
-    s, p, d = as_t(a.get("stride", 1)), as_t(a.get("padding", 0)), as_t(a.get("dilation", 1))
+    s, p, d = per_dim(a, "stride", nd, 1), per_dim(a, "padding", nd, 0), per_dim(a, "dilation", nd, 1)
     ks = graph.tensors[w].shape[2:]
     cin = graph.tensors[x].shape[1]
     # A tile larger than the output is clipped to it, for the output split AND the input unfold

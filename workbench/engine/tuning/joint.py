@@ -29,6 +29,7 @@ import numpy as np
 import tvm_ffi
 
 from ..errors import TuneError, WorkbenchError
+from ..ops import per_dim
 from ..graph import Graph
 from ..book import LayoutBook
 from ..keys import apply_actions
@@ -88,11 +89,6 @@ def _divisors(n: int, pool: tuple[int, ...]) -> list[int]:
     return [d for d in pool if d <= n and n % d == 0] or [1]
 
 
-def _strides(attrs: Mapping[str, Any], nd: int) -> tuple[int, ...]:
-    s = attrs.get("stride", 1)
-    return tuple(s) if isinstance(s, (tuple, list)) else (s,) * nd
-
-
 def _phase_tiles(tiles: list[int], n: int, stride: int) -> list[int]:
     """A transposed conv's tiles along an output dim of ``n`` and stride ``stride``: multiples of
     2 * stride, so that the tile's loop holds q = 2 or more steps of y = s*q + r and the expert
@@ -134,7 +130,7 @@ def _template_space(graph: Graph, op: str) -> list[Candidate]:
         cin = graph.tensors[node.inputs[0]].shape[1]
         tiles = [_divisors(n, _TILES) for n in out[2:]]
         if node.type.startswith("conv_transpose"):
-            tiles = [_phase_tiles(ts, n, s) for ts, n, s in zip(tiles, out[2:], _strides(node.kwargs, len(out) - 2))]
+            tiles = [_phase_tiles(ts, n, s) for ts, n, s in zip(tiles, out[2:], per_dim(node.kwargs, "stride", len(out) - 2, 1))]
         for ts, ot, it in itertools.product(itertools.product(*tiles), _divisors(out[1], _CHANNELS[2:]),
                                             _divisors(cin, _CHANNELS)):
             space.append(Candidate("alt_tiled", (("tiles", ts), ("ot", ot), ("it", it))))

@@ -1,6 +1,6 @@
 """The builders and runners that measure candidates: in this process (``InProcessBuilder`` /
-``InProcessRunner``: no start-up cost, no protection but a build timeout), in TVM's worker processes, or on RPC
-servers. ``Measurers`` owns them for one or more tunings, so TVM's worker pools (~5 s each to
+``InProcessRunner``: no start-up cost, no protection but a build timeout), in TVM's worker
+processes, or on RPC servers. ``Measurers`` owns them for one or more tunings, so TVM's worker pools (~5 s each to
 start) are kept between the short tunings of a joint stage, and ends them on ``close``."""
 
 from __future__ import annotations
