@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .codegen import compile
 from .errors import BuildError
-from .targets import target_from
 from .words import plural
 
 __all__ = ["kernel_asm", "innermost_loop_spans", "innermost_loops", "stack_accesses", "AsmSummary", "summarize_asm"]
@@ -33,7 +33,7 @@ def kernel_asm(func: Any, target: Mapping, name: str = "kernel") -> str:
 
     mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
     try:
-        return tvm.compile(mod, target=target_from(target)).mod.inspect_source("asm")
+        return compile(mod, target).mod.inspect_source("asm")
     except BuildError:
         raise
     except Exception as e:  # noqa: BLE001 - TVM's build errors come in several types

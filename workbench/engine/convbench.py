@@ -25,12 +25,12 @@ import tvm
 from .bench import call_timer, machine_name, write_tables
 from .book import LayoutBook
 from .ceilings import get_ceilings, stream_copy
+from .codegen import compile
 from .graph import GraphBuilder
 from .interleave import ROUNDS, interleaved_samples
 from .keys import apply_actions
 from .presets import preset_actions
 from .program import make_program
-from .targets import target_from
 
 __all__ = ["CASES", "COLUMNS", "ConversionCase", "case_conversions", "run_conversion_bench", "write_conversion_results"]
 
@@ -84,7 +84,7 @@ def case_conversions(case: ConversionCase, target: dict) -> list[tuple[str, Any,
 
 
 def _compile(func: Any, target: dict) -> Callable[..., None]:
-    return tvm.compile(tvm.IRModule({"main": func}), target=target_from(target)).jit()["main"]
+    return compile(tvm.IRModule({"main": func}), target).jit()["main"]
 
 
 def _random_args(func: Any, rng: np.random.Generator) -> list[Any]:

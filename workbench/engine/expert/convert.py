@@ -36,6 +36,10 @@ steps, from the kernel's single block (its loops run over the destination's stor
   over the image's border), the loops the condition depends on are cut into border and interior
   ranges (``loop_partition``), so that the interior, most of the kernel, copies with no
   condition: TVM proves it within the interior's ranges and drops it.
+- **interleave** (``_interleave``): where the destination's rows interleave a few of the
+  source's rows (ALT's stem unfold: rows of 37 W x 3 channels, each channel from a plane of its
+  own), the vector runs along the rows and the short loop is unrolled inside it, its stores
+  merged into one dense store of a shuffle by ``codegen``'s pass; the borders are cut first.
 
 A plain transpose (``_transposed``: NCHW <-> NHWC, NCHW -> NCHW16c; every element moved once,
 the destination's rows stepping evenly through the source, another loop reading the source's
@@ -63,10 +67,11 @@ from tvm import tirx
 from tvm.sym import Analyzer
 
 from ..ceilings import cache_info, get_ceilings
+from ..codegen import compile
 from ..errors import LoopError
 from ..loops import LoopInfo, apply_step, apply_steps, block_nest, list_blocks, list_loops, loop_step, visit_nodes
 from ..step import Step
-from ..targets import resolve_target, target_from, vector_unit
+from ..targets import resolve_target, vector_unit
 
 __all__ = ["conversion_steps", "default_steps", "scheduled_conversions", "Bandwidth", "conversion_bandwidth",
            "conversion_ms"]
@@ -119,6 +124,9 @@ _PIECE_WIDTHS = 4
 #: the most loops ``_borders`` cuts into border and interior ranges (each cut copies the body
 #: once per range: two cuts, up to nine copies)
 _BORDER_LOOPS = 2
+#: the most of the source's rows a destination row interleaves for ``_interleave`` (its stores
+#: merge into one shuffle of as many vectors: ``codegen``'s limit)
+_INTERLEAVE = 4
 
 
 def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
@@ -189,11 +197,15 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     if access is not None and lanes >= _TILE_GATHER_LANES and \
             (steps := _tile_transpose(func, kernel, block, b, order, access, cache.line)):
         return steps
+    across = access is not None and _rows_across_tiles(access, extents, cache)
+    if not across and _interleaves(access, [lp.name for lp in loops], b.loops(), lanes):
+        _interleave(b, lanes)
+        return b.steps
     # 4. vectorize the innermost loop
     b.step("vectorize", loop=b.loops()[-1].name)
     # 5. rows gathered across the source's tiles go through a buffer, written back whole;
     # else a padded read's borders apart from its interior
-    if access is not None and _rows_across_tiles(access, extents, cache):
+    if across:
         _through_buffer(b, cache, lanes)
     else:
         _borders(b)
@@ -420,7 +432,65 @@ def _through_buffer(b: _Builder, cache: _Cache, lanes: int) -> None:
     b.step("vectorize", on=back, loop=inner.name)
 
 
-def _borders(b: _Builder) -> None:
+def _interleaves(access: _Access | None, names: Sequence[str], loops: Sequence[LoopInfo], lanes: int) -> bool:
+    """Whether the destination's rows interleave a few of the source's rows (``_interleave``):
+    its innermost loop short (2 to ``_INTERLEAVE``) and read at least a line apart, the loop
+    outside it at least a vector long, read along the source's rows and written that short
+    loop's extent apart (ALT's stem unfold: rows of 37 W x 3 channels from 3 channel planes)."""
+    if access is None or len(loops) < 2 or any(lp.name not in names for lp in loops[-2:]):
+        return False
+    w, c = loops[-2], loops[-1]
+    if not 2 <= c.extent <= _INTERLEAVE or c.extent >= lanes or w.extent < lanes:
+        return False
+    kw, kc = names.index(w.name), names.index(c.name)
+
+    def strides(k: int) -> tuple[int, int]:
+        values: list[Any] = [0] * len(names)
+        values[k] = np.array([0, 1])
+        src, dst = (np.broadcast_to(x, (2,)) for x in access.offsets(values))
+        return int(src[1] - src[0]), int(dst[1] - dst[0])
+
+    (src_w, dst_w), (src_c, dst_c) = strides(kw), strides(kc)
+    return src_w == 1 and dst_c == 1 and dst_w == c.extent and abs(src_c) >= _Cache.of(access.itemsize).line
+
+
+def _interleave(b: _Builder, lanes: int) -> None:
+    """Vectorize along the source's rows and unroll the short loop inside: ``k`` stores of a
+    vector each ``k`` elements apart, which ``codegen.MergeStridedStores`` writes as one dense
+    store of a shuffle (3 loads, 3 permutes and 3 stores per 48 floats on AVX-512, where the
+    channels as the vector took 16 three-lane gathers and stores: the stem's unfold 60% -> 69-73%
+    of a copy timed beside it on the Xeon). The loops the pad condition varies along the rows
+    with are cut first (``_borders``): in the border copies, whose lanes would each test the
+    image's border, the short loop stays the vector. A row that is not a whole number of vectors
+    ends in a narrower one (``loop_partition``)."""
+    w, c = (lp.name for lp in b.loops()[-2:])
+    _borders(b, lane=-2)
+    # the body's copies: the blocks right inside the row and short loops
+    copies = [x for x in list_blocks(b.sch) if [lp.name for lp in list_loops(b.sch, x)][-2:] == [w, c]]
+    for block in copies:
+        loops = list_loops(b.sch, block)
+        if _open_terms(b.sch.mod["main"], block, lane=-2)[0]:
+            b.step("vectorize", on=block, loop=c)  # a border copy
+            continue
+        extent = loops[-2].extent
+        whole = extent // lanes * lanes
+        parts = [(block, w, extent)]
+        if whole < extent:
+            b.step("loop_partition", on=block, loop=w, factors=[whole, extent - whole])
+            parts = [(f"{block}_{w}0", f"{w}0", whole), (f"{block}_{w}1", f"{w}1", extent - whole)]
+        for on, loop, n in parts:
+            inner = loop
+            if n > lanes:
+                b.step("split", on=on, loop=loop, factors=[None, lanes])
+                inner = f"{loop}_1"
+                b.step("reorder", on=on, loops=[f"{loop}_0", c, inner])
+            else:
+                b.step("reorder", on=on, loops=[c, inner])
+            b.step("unroll", on=on, loop=c)
+            b.step("vectorize", on=on, loop=inner)
+
+
+def _borders(b: _Builder, lane: int = -1) -> None:
     """Cut the loops whose values enter the block's pad condition into border and interior ranges
     (``loop_partition``), innermost first, at most ``_BORDER_LOOPS`` of them: TVM then proves the
     condition within each interior copy and drops it there. (ALT's stem unfold, 9-float tile rows
@@ -428,7 +498,7 @@ def _borders(b: _Builder) -> None:
     interior copies a row with one 8-lane and one scalar load and store: 48-51% -> 59-61% of a
     copy timed beside it on the Xeon, in the destination's order; cutting the H tiles as well
     as the W tiles gave 4-6 points of that.)"""
-    cuts = _interiors(b.sch.mod["main"], b.block)[:_BORDER_LOOPS]
+    cuts = _interiors(b.sch.mod["main"], b.block, lane)[:_BORDER_LOOPS]
     for k, (loop, lo, hi) in enumerate(cuts):
         counts = [n for n in (lo, hi - lo, loop.extent - hi) if n]
         # the first cut is in the block; the loops outside a cut enclose its copies' common block
@@ -437,18 +507,12 @@ def _borders(b: _Builder) -> None:
         b.step("loop_partition", on=on, loop=loop.name, factors=counts)
 
 
-def _interiors(func: tirx.PrimFunc, block: str) -> list[tuple[LoopInfo, int, int]]:
-    """The serial loops of ``block`` with an interior: a range ``[lo, hi)`` of the loop's values,
-    at least half its extent and not all of it, where TVM's analyzer proves every term of the
-    pad condition (``if_then_else`` around the block's value) that the loop enters, for every
-    value of the other loops; innermost first. None unless the condition varies across the
-    vector's lanes (the innermost loop): where the lanes share it (ALT's 3x3 unfold, channels in
-    the vector), the cut ran at 0.84-0.97x built for AVX2 and 1.00-1.04x for AVX-512."""
+def _open_terms(func: tirx.PrimFunc, block: str, lane: int = -1) -> tuple[list[Any], Callable[..., Analyzer]]:
+    """The terms of ``block``'s pad condition that TVM's analyzer cannot prove over the block's
+    loops, when one of them varies along loop ``lane`` (the vector's; else none), and a maker of
+    analyzers over those loops (one of them fixed at a value)."""
     realize, fors = block_nest(func, block)
     cond = _pad_condition(realize.block.body)
-    if cond is None:
-        return []
-    infos = list_loops(func, block)
     ranges = {f.loop_var: tvm.ir.Range.from_min_extent(f.min, f.extent) for f in fors}
 
     def analyzer(fixed: Any = None, value: int = 0) -> Analyzer:
@@ -459,10 +523,30 @@ def _interiors(func: tirx.PrimFunc, block: str) -> list[tuple[LoopInfo, int, int
             ana.bind(iv.var, val)
         return ana
 
+    if cond is None or len(fors) < -lane:
+        return [], analyzer
     full = analyzer()
     terms = [t for t in (full.rewrite_simplify(t) for t in _conjuncts(cond)) if not full.can_prove(t)]
-    if not any(_uses(t, fors[-1].loop_var) for t in terms):
-        return []  # a condition the vector's lanes share costs a branch per vector only
+    if not any(_uses(t, fors[lane].loop_var) for t in terms):
+        return [], analyzer  # a condition the vector's lanes share costs a branch per vector only
+    return terms, analyzer
+
+
+def _interiors(func: tirx.PrimFunc, block: str, lane: int = -1) -> list[tuple[LoopInfo, int, int]]:
+    """The serial loops of ``block`` with an interior: a range ``[lo, hi)`` of the loop's values,
+    at least half its extent and not all of it, where TVM's analyzer proves every term of the
+    pad condition (``if_then_else`` around the block's value) that the loop enters, for every
+    value of the other loops; innermost first. None unless the condition varies across the
+    vector's lanes (loop ``lane``; the loops inside a vector loop other than the innermost are
+    not cut): where the lanes share it (ALT's 3x3 unfold, channels in the vector), the cut ran
+    at 0.84-0.97x built for AVX2 and 1.00-1.04x for AVX-512."""
+    terms, analyzer = _open_terms(func, block, lane)
+    if not terms:
+        return []
+    fors = block_nest(func, block)[1]
+    infos = list_loops(func, block)
+    if lane != -1:
+        fors, infos = fors[:lane], infos[:lane]
     out = []
     for f, info in reversed(list(zip(fors, infos))):
         used = [t for t in terms if _uses(t, f.loop_var)]
@@ -964,7 +1048,7 @@ def conversion_ms(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | 
     buffers hold (every input read once, every output written once)."""
     steps = conversion_steps(func, kernel, target) if steps is None else steps
     sch = apply_steps(func, steps)
-    lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(target)).jit()
+    lib = compile(tvm.IRModule({"main": sch.mod["main"]}), target).jit()
     rng = np.random.default_rng(0)
     host = [rng.random([int(n) for n in p.shape], dtype=np.float32) for p in func.params]
     nbytes = sum(x.nbytes for x in host)
