@@ -324,11 +324,11 @@ def test_a_padded_unfold_copies_its_interior_without_the_pad_condition(target):
 @pytest.mark.parametrize("target", [AVX2, AVX512])
 def test_rows_that_interleave_channel_planes_are_vectorized_along_the_rows(target):
     """The stem unfold with tiles [4, 16]: its rows are 37 W x 3 channels, each channel read
-    from a plane of its own. Away from the image's border the W loop is the vector (whole
-    vectors, then one of the 37 % lanes left) and the channels are unrolled inside it, which
-    ``codegen`` writes as one interleaving shuffle and dense stores; the border copies, whose
-    lanes would each test the border, keep the channels as the vector; the kernel matches the
-    reference."""
+    from a plane of its own. The W loop is the vector (whole vectors, then one of the rest) and
+    the channels are unrolled inside it, which ``codegen`` writes as one interleaving shuffle
+    and dense stores. The W tiles are cut a border tile at a time, and in each border tile the
+    row where the image's border crosses it (the left tile's first 3 floats are padding), so
+    that no vector's lanes test the border; the kernel matches the reference."""
     g = _conv((1, 3, 224, 224), 16, 7, 2, 3)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16]))
     prog = make_program(g, book)
@@ -336,15 +336,15 @@ def test_rows_that_interleave_channel_planes_are_vectorized_along_the_rows(targe
     assert [lp.extent for lp in list_loops(func, "convert_data_conv")][-2:] == [37, 3]
     lanes = vector_unit(target).lanes
     steps = conversion_steps(func, "convert_data_conv", target)
-    vectors = [(s.get("block"), s.get("loop")) for s in steps if s.primitive == "vectorize"]
-    unrolled = {s.get("block") for s in steps if s.primitive == "unroll"}
-    assert all(loop == "i6" for _, loop in vectors if not loop.startswith("i5"))
-    along_rows = [(block, loop) for block, loop in vectors if loop.startswith("i5")]
-    assert {block for block, _ in along_rows} == unrolled and len(unrolled) >= 2
-    assert any(lp == "i6" for _, lp in vectors)  # the border copies
+    vectors = {s.get("block"): s.get("loop") for s in steps if s.primitive == "vectorize"}
+    unrolled = {s.get("block") for s in steps if s.primitive == "unroll" and s.get("loop") == "i6"}
+    assert set(vectors) == unrolled and all(loop.startswith("i5") for loop in vectors.values())
+    cuts = {s.get("block"): s.get("factors") for s in steps if s.primitive == "loop_partition"}
+    assert cuts["convert_data_conv"] == [1, 5, 1, 1]  # the W tiles: each border tile alone
+    assert cuts["convert_data_conv_i20"][0] == 3 and sum(cuts["convert_data_conv_i20"]) == 37
     sch = apply_steps(func, steps)
-    widths = {lp.extent for block, _ in along_rows for lp in list_loops(sch, block) if lp.kind == "vectorized"}
-    assert widths == {lanes, 37 % lanes}
+    widths = [lp.extent for block in vectors for lp in list_loops(sch, block) if lp.kind == "vectorized"]
+    assert max(widths) == lanes and 37 % lanes in widths
     assert codegen.lowered(sch.mod["main"], target).script().count("T.Shuffle") == len(unrolled)
     _scheduled_matches(g, book, target)
 

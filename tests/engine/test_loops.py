@@ -290,6 +290,19 @@ def test_bad_inputs_are_loop_errors():
         Step.from_json({"args": {}})
 
 
+def test_a_loop_partition_made_past_its_first_range_is_not_partitioned_again():
+    """TVM 0.27 partitions a loop that starts past 0 as if it started at 0 (its last iterations
+    dropped: range(3, 64) into [16, 16, rest] gave (3, 16), (16, 32), (32, 61)): refused, the
+    kernel unchanged; the loop knows where it starts."""
+    sch = apply_step(KERNELS["chain"].func, S("loop_partition", block="Z", loop="j", factors=[3, None]))
+    (second,) = [lp for lp in list_loops(sch, "Z_j1") if lp.name == "j1"]
+    assert (second.start, second.extent) == (3, 29)
+    before = script(sch.mod["main"])
+    with pytest.raises(LoopError, match="loop 'j1' starts at 3 .* only a loop that starts at 0 can be partitioned"):
+        apply_step(sch, S("loop_partition", block="Z_j1", loop="j1", factors=[16, None]))
+    assert script(sch.mod["main"]) == before
+
+
 def test_a_loop_whose_extent_varies_is_a_loop_error_naming_it():
     """``compute_at`` under tiles of 5 of C[i] = Y[i // 3] leaves Y a loop of 2 or 3 iterations
     (a count that depends on the tile): listing it says which loop, not a ``TypeError`` from TVM."""

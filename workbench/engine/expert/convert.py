@@ -127,6 +127,9 @@ _BORDER_LOOPS = 2
 #: the most of the source's rows a destination row interleaves for ``_interleave`` (its stores
 #: merge into one shuffle of as many vectors: ``codegen``'s limit)
 _INTERLEAVE = 4
+#: the longest border range ``_borders`` cuts a value at a time for a vector along an inner
+#: loop (``_interleave``): in each such copy the row's own borders are then constants
+_BORDER_VALUES = 2
 
 
 def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
@@ -458,29 +461,29 @@ def _interleave(b: _Builder, lanes: int) -> None:
     """Vectorize along the source's rows and unroll the short loop inside: ``k`` stores of a
     vector each ``k`` elements apart, which ``codegen.MergeStridedStores`` writes as one dense
     store of a shuffle (3 loads, 3 permutes and 3 stores per 48 floats on AVX-512, where the
-    channels as the vector took 16 three-lane gathers and stores: the stem's unfold 60% -> 69-73%
-    of a copy timed beside it on the Xeon). The loops the pad condition varies along the rows
-    with are cut first (``_borders``): in the border copies, whose lanes would each test the
-    image's border, the short loop stays the vector. A row that is not a whole number of vectors
-    ends in a narrower one (``loop_partition``)."""
+    channels as the vector took 16 three-lane gathers and stores: ALT's stem unfold, tiles
+    [4, 16], 63% -> 84% of a copy timed beside it on the Xeon, 68% -> 86% built for AVX2
+    there). A pad condition that varies along the rows would
+    leave each lane testing the image's border: the loops it varies with are cut first
+    (``_borders``, each border value a copy of its own), then in each copy the row loop itself
+    where the condition changes (``_row_runs``); a piece where TVM cannot tell keeps the short
+    loop as the vector. A row that is not a whole number of vectors ends in a narrower one."""
     w, c = (lp.name for lp in b.loops()[-2:])
     _borders(b, lane=-2)
     # the body's copies: the blocks right inside the row and short loops
     copies = [x for x in list_blocks(b.sch) if [lp.name for lp in list_loops(b.sch, x)][-2:] == [w, c]]
     for block in copies:
-        loops = list_loops(b.sch, block)
-        if _open_terms(b.sch.mod["main"], block, lane=-2)[0]:
-            b.step("vectorize", on=block, loop=c)  # a border copy
-            continue
-        extent = loops[-2].extent
-        whole = extent // lanes * lanes
-        parts = [(block, w, extent)]
-        if whole < extent:
-            b.step("loop_partition", on=block, loop=w, factors=[whole, extent - whole])
-            parts = [(f"{block}_{w}0", f"{w}0", whole), (f"{block}_{w}1", f"{w}1", extent - whole)]
-        for on, loop, n in parts:
+        pieces = _row_pieces(_row_runs(b.sch.mod["main"], block), lanes)
+        parts = [(block, w)]
+        if len(pieces) > 1:
+            b.step("loop_partition", on=block, loop=w, factors=[n for n, _ in pieces])
+            parts = [(f"{block}_{w}{i}", f"{w}{i}") for i in range(len(pieces))]
+        for (on, loop), (n, along) in zip(parts, pieces):
+            if not along:
+                b.step("vectorize", on=on, loop=c)
+                continue
             inner = loop
-            if n > lanes:
+            if n > lanes:  # whole vectors from the row's start (only a loop from 0 splits)
                 b.step("split", on=on, loop=loop, factors=[None, lanes])
                 inner = f"{loop}_1"
                 b.step("reorder", on=on, loops=[f"{loop}_0", c, inner])
@@ -488,6 +491,54 @@ def _interleave(b: _Builder, lanes: int) -> None:
                 b.step("reorder", on=on, loops=[c, inner])
             b.step("unroll", on=on, loop=c)
             b.step("vectorize", on=on, loop=inner)
+
+
+def _row_pieces(runs: Sequence[tuple[int, bool]], lanes: int) -> list[tuple[int, bool]]:
+    """The row loop's pieces (``loop_partition`` counts), each with whether it is a vector along
+    the row: a decided run from the row's start in whole vectors (split later) and the rest; one
+    further in, vector by vector (a loop that does not start at 0 cannot be split), up to
+    ``_MAX_VECTORS``; an undecided run, or a longer one, keeps the short loop as the vector.
+
+    >>> _row_pieces([(3, True), (34, True)], 16)
+    [(3, True), (16, True), (16, True), (2, True)]
+    >>> _row_pieces([(37, True)], 16), _row_pieces([(5, False), (200, True)], 16)
+    ([(32, True), (5, True)], [(5, False), (200, False)])
+    """
+    pieces: list[tuple[int, bool]] = []
+    at = 0
+    for n, known in runs:
+        whole = n // lanes * lanes
+        if not known or (at and whole > _MAX_VECTORS * lanes):
+            pieces.append((n, False))
+        elif at == 0:
+            pieces += [(whole, True)] * bool(whole) + [(n - whole, True)] * (n > whole)
+        else:
+            pieces += [(lanes, True)] * (n // lanes) + [(n - whole, True)] * (n > whole)
+        at += n
+    return pieces
+
+
+def _row_runs(func: tirx.PrimFunc, block: str) -> list[tuple[int, bool]]:
+    """The row loop's (second innermost) values in runs over which TVM's analyzer decides the
+    pad condition's terms that vary along it the same way: all hold (the source's row), or one
+    fails (zeros); each run's length and whether it is decided (an undecided run, where it
+    depends on a loop outside, keeps a condition per lane)."""
+    terms, analyzer = _open_terms(func, block, lane=-2)
+    row = block_nest(func, block)[1][-2]
+    terms = [t for t in terms if _uses(t, row.loop_var)]
+    extent, start = int(row.extent), int(row.min)
+    if not terms:
+        return [(extent, True)]
+
+    def state(v: int) -> str | None:
+        ana = analyzer(row.loop_var, v)
+        simple = [ana.rewrite_simplify(t) for t in terms]
+        if all(ana.can_prove(t) for t in simple):
+            return "in"
+        return "out" if any(ana.can_prove(tirx.Not(t)) for t in simple) else None
+
+    return [(len(list(run)), key is not None)
+            for key, run in itertools.groupby(state(v) for v in range(start, start + extent))]
 
 
 def _borders(b: _Builder, lane: int = -1) -> None:
@@ -499,8 +550,11 @@ def _borders(b: _Builder, lane: int = -1) -> None:
     copy timed beside it on the Xeon, in the destination's order; cutting the H tiles as well
     as the W tiles gave 4-6 points of that.)"""
     cuts = _interiors(b.sch.mod["main"], b.block, lane)[:_BORDER_LOOPS]
-    for k, (loop, lo, hi) in enumerate(cuts):
+    for k, (loop, lo, hi, along) in enumerate(cuts):
         counts = [n for n in (lo, hi - lo, loop.extent - hi) if n]
+        if lane != -1 and along and max(lo, loop.extent - hi) <= _BORDER_VALUES:
+            # a vector along a loop inside whose border moves with this loop: a value at a time
+            counts = [1] * lo + [hi - lo] + [1] * (loop.extent - hi)
         # the first cut is in the block; the loops outside a cut enclose its copies' common block
         on = b.block if k == 0 else next(x for x in list_blocks(b.sch)
                                          if any(lp.name == loop.name for lp in list_loops(b.sch, x)))
@@ -532,21 +586,25 @@ def _open_terms(func: tirx.PrimFunc, block: str, lane: int = -1) -> tuple[list[A
     return terms, analyzer
 
 
-def _interiors(func: tirx.PrimFunc, block: str, lane: int = -1) -> list[tuple[LoopInfo, int, int]]:
+def _interiors(func: tirx.PrimFunc, block: str, lane: int = -1) -> list[tuple[LoopInfo, int, int, bool]]:
     """The serial loops of ``block`` with an interior: a range ``[lo, hi)`` of the loop's values,
     at least half its extent and not all of it, where TVM's analyzer proves every term of the
     pad condition (``if_then_else`` around the block's value) that the loop enters, for every
     value of the other loops; innermost first. None unless the condition varies across the
     vector's lanes (loop ``lane``; the loops inside a vector loop other than the innermost are
     not cut): where the lanes share it (ALT's 3x3 unfold, channels in the vector), the cut ran
-    at 0.84-0.97x built for AVX2 and 1.00-1.04x for AVX-512."""
+    at 0.84-0.97x built for AVX2 and 1.00-1.04x for AVX-512. Each with whether a term it enters
+    varies along the vector's loop too. (With the vector along the stem unfold's rows, cutting
+    the rows' loop as well, whose terms the lanes share, ran 1.16x built for AVX2, 1.00x for
+    AVX-512.)"""
     terms, analyzer = _open_terms(func, block, lane)
-    if not terms:
-        return []
     fors = block_nest(func, block)[1]
     infos = list_loops(func, block)
+    lane_var = fors[lane].loop_var if fors else None
     if lane != -1:
         fors, infos = fors[:lane], infos[:lane]
+    if not terms:
+        return []
     out = []
     for f, info in reversed(list(zip(fors, infos))):
         used = [t for t in terms if _uses(t, f.loop_var)]
@@ -556,7 +614,7 @@ def _interiors(func: tirx.PrimFunc, block: str, lane: int = -1) -> list[tuple[Lo
         inside = [v for v in range(start, start + info.extent)
                   if all((ana := analyzer(f.loop_var, v)).can_prove(ana.rewrite_simplify(t)) for t in used)]
         if inside and inside[-1] - inside[0] + 1 == len(inside) and info.extent / 2 <= len(inside) < info.extent:
-            out.append((info, inside[0] - start, inside[-1] + 1 - start))
+            out.append((info, inside[0] - start, inside[-1] + 1 - start, any(_uses(t, lane_var) for t in used)))
     return out
 
 
