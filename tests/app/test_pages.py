@@ -261,6 +261,24 @@ def test_the_loops_page_previews_a_primitive_and_shows_the_kernels_assembly(at):
     assert "T.parallel" in at.code[-1].value and "+" in at.code[-1].value
 
 
+def test_the_loops_page_lists_a_conversions_analytic_schedule(at):
+    """A conversion kernel shows its analytic schedule's steps, folded away when there are many
+    (a padded unfold's border copies each get steps of their own)."""
+    preset_form(at)
+    at.selectbox(key="preset_name").set_value("blocked").run()
+    at.selectbox(key="layout_key").set_value("conv").run()
+    at.button(key="apply_preset").click().run()
+    at.switch_page("pages/loops.py").run()
+    conversions = [k for k in at.selectbox(key="loop_kernel").options if k.startswith("convert")]
+    assert conversions
+    at.selectbox(key="loop_kernel").set_value(conversions[0].split()[0]).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (listing,) = [e for e in at.expander if e.label.endswith("loop steps")]
+    count = int(listing.label.split()[1])
+    steps = listing.code[0].value.splitlines()
+    assert len(steps) == count > 0 and all("(block=" in s for s in steps)
+
+
 def test_save_then_open_gives_the_same_session(at):
     preset_form(at)
     at.selectbox(key="preset_name").set_value("channels_last").run()

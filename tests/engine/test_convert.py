@@ -349,6 +349,43 @@ def test_rows_that_interleave_channel_planes_are_vectorized_along_the_rows(targe
     _scheduled_matches(g, book, target)
 
 
+def test_rows_of_half_a_vector_or_more_are_one_narrower_vector():
+    """Tiles [4, 4]: rows of 13 W x 3 channels, under AVX-512's 16 lanes: each interior row is
+    one 13-lane vector, the channels unrolled; rows under half a vector keep the channels as the
+    vector (``_interleaves``)."""
+    g = _conv((1, 3, 224, 224), 16, 7, 2, 3)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 4]))
+    prog = make_program(g, book)
+    func = prog.funcs["convert_data_conv"]
+    steps = conversion_steps(func, "convert_data_conv", AVX512)
+    sch = apply_steps(func, steps)
+    blocks = {s.get("block") for s in steps if s.primitive == "vectorize"}
+    widths = {lp.extent for block in blocks for lp in list_loops(sch, block) if lp.kind == "vectorized"}
+    assert 13 in widths and max(widths) == 13
+    assert codegen.lowered(sch.mod["main"], AVX512).script().count("T.Shuffle") >= 1
+    _scheduled_matches(g, book, AVX512)
+    names = [lp.name for lp in list_loops(func, "convert_data_conv")]
+    loops = [replace(lp, extent=5) if lp.name == "i5" else lp for lp in list_loops(func, "convert_data_conv")]
+    access = convert._Access.of(func, "convert_data_conv", list_loops(func, "convert_data_conv"))
+    assert convert._interleaves(access, names, loops[-2:], 16) is False  # 5 W under 16 lanes
+    assert convert._interleaves(access, names, list_loops(func, "convert_data_conv")[-2:], 16) is True
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512, TARGET])
+def test_rows_interleaved_by_the_parallel_loop_itself_are_not_cut(target):
+    """[3, 100] -> [100, 3]: the rows' loop is the only outer loop, so it runs in parallel; it
+    is not cut into pieces (a parallel loop cannot be partitioned) and the kernel matches."""
+    b = GraphBuilder("rows")
+    b.op("relu", "relu", b.input("data", (3, 100)))
+    g = b.build()
+    book = apply_layout(g, LayoutBook(), "data", "reorder", {"perm": [1, 0]})
+    prog = make_program(g, book)
+    for k in _conversion_kernels(prog):
+        steps = conversion_steps(prog.funcs[k.name], k.name, target)
+        assert not any(s.primitive == "loop_partition" for s in steps)
+    _scheduled_matches(g, book, target)
+
+
 def test_a_transpose_gathers_no_more_channels_than_an_l1_set_holds(caches, monkeypatch):
     """NCHW -> NCHW16c by the order model (the register tile off) with channel planes a
     multiple of the page apart: the 16 channels' lines at one W share an L1 set (8 ways), so

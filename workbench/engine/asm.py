@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .codegen import compile
+from . import codegen
 from .errors import BuildError
 from .words import plural
 
@@ -33,7 +33,7 @@ def kernel_asm(func: Any, target: Mapping, name: str = "kernel") -> str:
 
     mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
     try:
-        return compile(mod, target).mod.inspect_source("asm")
+        return codegen.compile(mod, target).mod.inspect_source("asm")
     except BuildError:
         raise
     except Exception as e:  # noqa: BLE001 - TVM's build errors come in several types

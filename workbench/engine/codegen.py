@@ -12,8 +12,9 @@ a conversion that interleaves a few source rows into one destination row (ALT's 
 channels unrolled (``expert.convert``): 63% -> 84% of a copy timed beside it on the Xeon.
 
 The pass changes no result: the merged store writes exactly the elements the ``k`` stores
-wrote, with the same values, and it merges only stores whose values do not read the buffer they
-write (so their order among themselves cannot matter). Built with plain TVM (a MetaSchedule
+wrote, with the same values, and it merges only stores whose values (and the bindings between
+them) do not name the storage they write, through any buffer declared over it, and call nothing
+with side effects (so their order among themselves cannot matter). Built with plain TVM (a MetaSchedule
 record applied elsewhere), the same kernels give the same results, only the strided stores stay.
 
 >>> import tvm
@@ -40,60 +41,107 @@ from tvm.sym import Analyzer
 
 from .targets import target_from
 
-__all__ = ["PIPELINE", "compile", "lowered", "merge_strided_stores", "MergeStridedStores"]
+__all__ = ["PIPELINE", "MOST_STORES", "compile", "lowered", "merge_strided_stores", "MergeStridedStores"]
 
 #: the name our TIR pipeline is registered under (``tvm.tirx.get_tir_pipeline``)
 PIPELINE = "workbench"
 #: the most stores merged into one: a shuffle of more than 4 vectors is no longer a few permutes
-_MOST_STORES = 4
+MOST_STORES = 4
+#: the call effects a merged value or a binding moved past a store may have (TVM's
+#: ``TCallEffectKind``: 0 an annotation such as ``likely``, 1 pure); anything else (an extern
+#: call, a pointer taken) keeps the stores as they are
+_PURE = 1
 
 
 def _strided(store: Any) -> Any:
-    """The store's index when it is a single ramp with a constant stride, else None."""
+    """The store's index when it is a single ramp of a constant stride and lane count, storing a
+    value of as many lanes (not a buffer of vector elements), else None."""
     if not isinstance(store, tirx.BufferStore) or len(store.indices) != 1:
         return None
     index = store.indices[0]
-    return index if isinstance(index, tirx.Ramp) and isinstance(index.stride, tirx.IntImm) else None
+    if not (isinstance(index, tirx.Ramp) and isinstance(index.stride, tirx.IntImm)
+            and isinstance(index.lanes, tirx.IntImm)):
+        return None
+    value_lanes = getattr(getattr(getattr(store.value, "ty", None), "dtype", None), "lanes", None)
+    return index if value_lanes == int(index.lanes) and getattr(store.buffer.dtype, "lanes", 1) == 1 else None
 
 
-def _reads(expr: Any, buffer: Any) -> bool:
-    """Whether ``expr`` loads from ``buffer`` (0.27: a buffer is a variable; loads name it ``source``)."""
+class _Storage:
+    """Which buffers of a function may share memory: a buffer declared over another's data (a
+    ``DeclBuffer`` whose ``data`` names another buffer, as TVM's views of an argument are) is one
+    storage with it."""
+
+    def __init__(self, func: tirx.PrimFunc) -> None:
+        self.parent: dict[Any, Any] = {}
+        tvm_ffi.structural_walk(func.body, [(tirx.DeclBuffer, self._declare)])
+
+    def _declare(self, decl: Any) -> None:
+        for var in _vars(decl.data):
+            self.parent[self.root(decl.buffer)] = self.root(var)
+
+    def root(self, var: Any) -> Any:
+        while (up := next((p for v, p in self.parent.items() if v.same_as(var)), None)) is not None:
+            var = up
+        return var
+
+    def touches(self, expr: Any, buffer: Any) -> bool:
+        """Whether ``expr`` names ``buffer``'s storage anywhere: a load, a pointer, its data."""
+        root = self.root(buffer)
+        return any(self.root(v).same_as(root) for v in _vars(expr))
+
+
+def _vars(expr: Any) -> list[Any]:
     found: list[Any] = []
-    tvm_ffi.structural_walk(expr, [(tvm.ir.TensorLoad, lambda n: found.append(n) if n.source.same_as(buffer) else None)])
-    return bool(found)
+    tvm_ffi.structural_walk(expr, [(tvm.ir.Var, found.append)])
+    return found
 
 
-def _group(stmts: list[Any], at: int, ana: Analyzer) -> list[int]:
+def _pure(expr: Any) -> bool:
+    """Whether every call in ``expr`` is to a TVM operator without side effects."""
+    calls: list[Any] = []
+    tvm_ffi.structural_walk(expr, [(tvm.ir.Call, calls.append)])
+    for call in calls:
+        if not isinstance(call.op, tvm.ir.Op):
+            return False
+        effect = call.op.get_attr("TCallEffectKind")
+        if effect is None or int(effect) > _PURE:
+            return False
+    return True
+
+
+def _group(stmts: list[Any], at: int, ana: Analyzer, storage: _Storage) -> list[int]:
     """The positions of the stores from ``stmts[at]`` on that make one interleaved run, with only
-    variable bindings between them (common subexpressions TVM hoisted); empty: none."""
+    variable bindings between them (common subexpressions TVM hoisted, pure and not reading the
+    run's buffer: the stores before them are moved after them); empty: none."""
     first = _strided(stmts[at])
     if first is None:
         return []
-    k, lanes = int(first.stride.value), int(first.lanes)
-    if not 2 <= k <= _MOST_STORES:
+    k, lanes, buffer = int(first.stride.value), int(first.lanes), stmts[at].buffer
+    if not 2 <= k <= MOST_STORES:
         return []
     found, pos = [], at
     while len(found) < k and pos < len(stmts):
-        store = stmts[pos]
-        if isinstance(store, tirx.Bind) and found and not _reads(store.value, stmts[at].buffer):
+        stmt = stmts[pos]
+        if isinstance(stmt, tirx.Bind) and found and _pure(stmt.value) and not storage.touches(stmt.value, buffer):
+            ana.bind(stmt.var, stmt.value)  # a base may be computed from it
             pos += 1
             continue
-        index = _strided(store)
-        if index is None or not store.buffer.same_as(stmts[at].buffer) or int(index.stride.value) != k \
+        index = _strided(stmt)
+        if index is None or not stmt.buffer.same_as(buffer) or int(index.stride.value) != k \
                 or int(index.lanes) != lanes or not ana.can_prove_equal(index.base, first.base + len(found)) \
-                or _reads(store.value, store.buffer):
+                or not _pure(stmt.value) or storage.touches(stmt.value, buffer):
             return []
         found.append(pos)
         pos += 1
     return found if len(found) == k else []
 
 
-def _merged(stmts: list[Any], ana: Analyzer) -> list[Any]:
+def _merged(stmts: list[Any], ana: Analyzer, storage: _Storage) -> list[Any]:
     """``stmts`` with each interleaved run written as one store, after the bindings between its
-    stores (each value reads no buffer the run writes, so it may be computed later)."""
+    stores (no value reads the run's storage, so it may be computed later)."""
     out, at = [], 0
     while at < len(stmts):
-        group = _group(stmts, at, ana)
+        group = _group(stmts, at, ana, storage)
         if not group:
             out.append(stmts[at])
             at += 1
@@ -112,11 +160,11 @@ def _merged(stmts: list[Any], ana: Analyzer) -> list[Any]:
 
 def merge_strided_stores(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with each run of ``k`` interleaved strided stores written as one dense store."""
-    ana = Analyzer()
+    ana, storage = Analyzer(), _Storage(func)
 
     def on_seq(seq: Any) -> Any:
         stmts = list(seq.seq)
-        new = _merged(stmts, ana)
+        new = _merged(stmts, ana, storage)
         if len(new) == len(stmts):
             return seq
         return new[0] if len(new) == 1 else tirx.SeqStmt(new)
@@ -130,8 +178,8 @@ def MergeStridedStores(func: tirx.PrimFunc, _mod: Any, _ctx: Any) -> tirx.PrimFu
     return merge_strided_stores(func)
 
 
-def _pipeline() -> tuple[Any, Any, Any]:
-    default, host, device = tvm.tirx.get_tir_pipeline("s_tir")
+def _pipeline(**kwargs: Any) -> tuple[Any, Any, Any]:
+    default, host, device = tvm.tirx.get_tir_pipeline("s_tir", **kwargs)
     return tvm.transform.Sequential([default, MergeStridedStores]), host, device
 
 

@@ -25,7 +25,7 @@ import tvm
 from .bench import call_timer, machine_name, write_tables
 from .book import LayoutBook
 from .ceilings import get_ceilings, stream_copy
-from .codegen import compile
+from . import codegen
 from .graph import GraphBuilder
 from .interleave import ROUNDS, interleaved_samples
 from .keys import apply_actions
@@ -84,7 +84,7 @@ def case_conversions(case: ConversionCase, target: dict) -> list[tuple[str, Any,
 
 
 def _compile(func: Any, target: dict) -> Callable[..., None]:
-    return compile(tvm.IRModule({"main": func}), target).jit()["main"]
+    return codegen.compile(tvm.IRModule({"main": func}), target).jit()["main"]
 
 
 def _random_args(func: Any, rng: np.random.Generator) -> list[Any]:

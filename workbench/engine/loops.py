@@ -98,7 +98,7 @@ class LoopInfo:
     """One loop around a block: its name, extent, kind (``serial``, ``parallel``, ``vectorized``,
     ``unrolled``, ``thread_binding``), depth (0 = outermost) and whether it feeds one of the
     block's reduction iterators; ``start``, its first value (0 but for a copy ``loop_partition``
-    made past the first range)."""
+    made past the first range; None where it is not a constant)."""
 
     block: str
     name: str
@@ -106,7 +106,7 @@ class LoopInfo:
     kind: str
     depth: int
     reduction: bool = False
-    start: int = 0
+    start: int | None = 0
 
 
 ########## Reading a schedule ##########
@@ -258,7 +258,7 @@ def list_loops(func_or_sch: FuncOrSchedule, block: str) -> list[LoopInfo]:
             raise LoopError(f"loop {name!r} of block {block!r} runs {f.extent} times, a count that changes with "
                             "the loops around it: every loop needs a constant extent")
     return [LoopInfo(block, name, int(f.extent), tirx.ForKind(int(f.kind)).name.lower(), d,
-                     any(f.loop_var.same_as(v) for v in reduce_vars), int(f.min) if isinstance(f.min, tirx.IntImm) else 0)
+                     any(f.loop_var.same_as(v) for v in reduce_vars), int(f.min) if isinstance(f.min, tirx.IntImm) else None)
             for d, (name, f) in enumerate(zip(names, loops))]
 
 
@@ -396,9 +396,10 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: t
         if loops[0].kind != "serial":
             raise LoopError(f"loop {name!r} is {loops[0].kind}: only a serial loop can be partitioned (partition "
                             "before parallel, vectorize or unroll)")
-        if loops[0].start:  # TVM 0.27 cuts it as if it started at 0 and drops its last iterations
-            raise LoopError(f"loop {name!r} starts at {loops[0].start} (a range a loop_partition cut off): only a "
-                            "loop that starts at 0 can be partitioned; give the loop it came from more counts")
+        if loops[0].start != 0:  # TVM 0.27 cuts it as if it started at 0 and drops its last iterations
+            at = "a value that varies" if loops[0].start is None else loops[0].start
+            raise LoopError(f"loop {name!r} starts at {at}: only a loop that starts at 0 can be partitioned (a "
+                            "range cut off by an earlier loop_partition: give that partition more counts)")
     elif p == "fuse" and (len(loops) < 2 or any(y.depth != x.depth + 1 for x, y in zip(loops, loops[1:]))):
         raise LoopError(f"fuse needs 2 or more consecutive loops, outermost first; got {a['loops']}")
     elif p in ("vectorize", "parallel") and loops[0].reduction:

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 import numpy as np
 import tvm
 
-from .codegen import compile
+from . import codegen
 from .errors import BuildError
 from .graph import Graph
 from .interleave import wait_for_quiet
@@ -84,7 +84,7 @@ class Program:
     def build(self, target: Mapping = DEFAULT_TARGET) -> "Built":
         tgt = target_from(target)
         try:
-            ex = compile(self.module(), target)
+            ex = codegen.compile(self.module(), tgt)
         except Exception as e:
             raise BuildError(_build_error(self, tgt, e)) from None
         return Built(self, ex.jit(), ex)
@@ -94,7 +94,7 @@ def _build_error(prog: Program, tgt, err: Exception) -> str:
     """Name the kernel that fails by building each alone (only on failure)."""
     for name, f in prog.funcs.items():
         try:
-            compile(tvm.IRModule({name: f}), tgt)
+            codegen.compile(tvm.IRModule({name: f}), tgt)
         except Exception as e:
             return f"kernel {name} failed to build: {_first(e)}"
     return f"build failed: {_first(err)}"

@@ -14,6 +14,9 @@ from workbench.engine.errors import WorkbenchError
 from workbench.pages import _code, _state
 from workbench.pages._forms import FormContext, picked_arguments, primitive_form, widget_key
 
+#: the most steps of a conversion's analytic schedule shown unfolded
+_SHORT_SCHEDULE = 12
+
 st.title("Loops")
 state = _state.state()
 plan = state.program.plan
@@ -25,15 +28,19 @@ kernel = st.selectbox("Fused kernel", names, index=names.index(state.home_kernel
                       format_func=lambda k: f"{k}  ({' → '.join(plan.kernels[names.index(k)].ops) or 'conversion'})")
 view = nest_view(state, kernel)
 if (sched := state.schedule(kernel)).kind == "conversion":
-    st.caption("This conversion runs on its analytic schedule (parallel, vectorized along the destination, "
-               "cache-tiled); a loop primitive you apply replaces it:  \n" + "  \n".join(f"`{s}`" for s in sched.steps))
+    st.caption("This conversion runs on its analytic schedule (`expert/convert.py`: the steps below); a loop "
+               "primitive you apply replaces it.")
+    # a padded unfold's border copies each get steps of their own: a long list stays folded
+    with st.expander(f"Its {len(sched.steps)} loop steps", expanded=len(sched.steps) <= _SHORT_SCHEDULE):
+        st.code("\n".join(str(s) for s in sched.steps), language=None)
 blocks, loops = list(view.blocks), view.loops
 
 rows = [(b, lp) for b in blocks for lp in loops[b]]
 table_key = f"loop_table_{kernel}_{st.session_state.get('loop_table_resets', 0)}"
 with st.expander("Blocks and loops (outermost first): click a row to fill the primitive's loop", expanded=True):
     table = st.dataframe(pd.DataFrame([{"block": b, "loop": lp.name, "layout dim": view.dims.get(b, {}).get(lp.name, ""),
-                                        "extent": lp.extent, "kind": lp.kind, "reduction": lp.reduction}
+                                        "start": lp.start, "extent": lp.extent, "kind": lp.kind,
+                                        "reduction": lp.reduction}
                                        for b, lp in rows]),
                          hide_index=True, width="stretch", key=table_key, on_select="rerun",
                          selection_mode="single-row")

@@ -67,7 +67,7 @@ from tvm import tirx
 from tvm.sym import Analyzer
 
 from ..ceilings import cache_info, get_ceilings
-from ..codegen import compile
+from .. import codegen
 from ..errors import LoopError
 from ..loops import LoopInfo, apply_step, apply_steps, block_nest, list_blocks, list_loops, loop_step, visit_nodes
 from ..step import Step
@@ -126,7 +126,7 @@ _PIECE_WIDTHS = 4
 _BORDER_LOOPS = 2
 #: the most of the source's rows a destination row interleaves for ``_interleave`` (its stores
 #: merge into one shuffle of as many vectors: ``codegen``'s limit)
-_INTERLEAVE = 4
+_INTERLEAVE = codegen.MOST_STORES
 #: the longest border range ``_borders`` cuts a value at a time for a vector along an inner
 #: loop (``_interleave``): in each such copy the row's own borders are then constants
 _BORDER_VALUES = 2
@@ -437,13 +437,17 @@ def _through_buffer(b: _Builder, cache: _Cache, lanes: int) -> None:
 
 def _interleaves(access: _Access | None, names: Sequence[str], loops: Sequence[LoopInfo], lanes: int) -> bool:
     """Whether the destination's rows interleave a few of the source's rows (``_interleave``):
-    its innermost loop short (2 to ``_INTERLEAVE``) and read at least a line apart, the loop
-    outside it at least a vector long, read along the source's rows and written that short
-    loop's extent apart (ALT's stem unfold: rows of 37 W x 3 channels from 3 channel planes)."""
+    its innermost loop short (2 to ``_INTERLEAVE``, fewer than the lanes) and read at least a
+    line apart, the serial loop outside it at least half a vector long, read along the source's
+    rows and written that short loop's extent apart. ALT's stem unfold: rows of 37 W x 3
+    channels from 3 channel planes; the suite's stem at batch 1, rows of 13 W, one 13-lane
+    vector on AVX-512 (1.41x). ``names``: the kernel's loops as lowered (what ``access`` reads);
+    ``loops``: as scheduled so far."""
     if access is None or len(loops) < 2 or any(lp.name not in names for lp in loops[-2:]):
         return False
     w, c = loops[-2], loops[-1]
-    if not 2 <= c.extent <= _INTERLEAVE or c.extent >= lanes or w.extent < lanes:
+    if not 2 <= c.extent <= _INTERLEAVE or c.extent >= lanes or 2 * w.extent < lanes or \
+            (w.kind, c.kind) != ("serial", "serial"):  # a row loop that is the parallel one stays whole
         return False
     kw, kc = names.index(w.name), names.index(c.name)
 
@@ -463,11 +467,12 @@ def _interleave(b: _Builder, lanes: int) -> None:
     store of a shuffle (3 loads, 3 permutes and 3 stores per 48 floats on AVX-512, where the
     channels as the vector took 16 three-lane gathers and stores: ALT's stem unfold, tiles
     [4, 16], 63% -> 84% of a copy timed beside it on the Xeon, 68% -> 86% built for AVX2
-    there). A pad condition that varies along the rows would
-    leave each lane testing the image's border: the loops it varies with are cut first
-    (``_borders``, each border value a copy of its own), then in each copy the row loop itself
-    where the condition changes (``_row_runs``); a piece where TVM cannot tell keeps the short
-    loop as the vector. A row that is not a whole number of vectors ends in a narrower one."""
+    there). A pad condition that varies along the rows would leave each lane testing the
+    image's border: the loops it varies with are cut first (``_borders``, each border value a
+    copy of its own), then in each copy the row loop itself where the condition changes
+    (``_row_runs``); a piece where TVM cannot tell, or a long one past the row's start (which
+    cannot be split), keeps the short loop as the vector (``_row_pieces``). A row that is not a
+    whole number of vectors ends in a narrower one."""
     w, c = (lp.name for lp in b.loops()[-2:])
     _borders(b, lane=-2)
     # the body's copies: the blocks right inside the row and short loops
@@ -598,13 +603,13 @@ def _interiors(func: tirx.PrimFunc, block: str, lane: int = -1) -> list[tuple[Lo
     the rows' loop as well, whose terms the lanes share, ran 1.16x built for AVX2, 1.00x for
     AVX-512.)"""
     terms, analyzer = _open_terms(func, block, lane)
+    if not terms:  # (none also where there are fewer loops than ``lane`` reaches)
+        return []
     fors = block_nest(func, block)[1]
     infos = list_loops(func, block)
-    lane_var = fors[lane].loop_var if fors else None
+    lane_var = fors[lane].loop_var
     if lane != -1:
         fors, infos = fors[:lane], infos[:lane]
-    if not terms:
-        return []
     out = []
     for f, info in reversed(list(zip(fors, infos))):
         used = [t for t in terms if _uses(t, f.loop_var)]
@@ -1106,7 +1111,7 @@ def conversion_ms(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | 
     buffers hold (every input read once, every output written once)."""
     steps = conversion_steps(func, kernel, target) if steps is None else steps
     sch = apply_steps(func, steps)
-    lib = compile(tvm.IRModule({"main": sch.mod["main"]}), target).jit()
+    lib = codegen.compile(tvm.IRModule({"main": sch.mod["main"]}), target).jit()
     rng = np.random.default_rng(0)
     host = [rng.random([int(n) for n in p.shape], dtype=np.float32) for p in func.params]
     nbytes = sum(x.nbytes for x in host)
