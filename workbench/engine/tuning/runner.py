@@ -20,6 +20,7 @@ import tvm
 import tvm.s_tir.meta_schedule as ms
 from tvm.ir.utils import derived_object
 
+from .. import codegen
 from .options import BUILD_TIMEOUT_S
 from .records import short_error
 from .rpc import RpcConfig
@@ -53,15 +54,14 @@ def builds_left_running() -> bool:
 
 
 def built_within(mod: tvm.IRModule, target: tvm.target.Target, timeout_s: float) -> tvm.runtime.Module:
-    """``default_build(mod, target)`` on a thread of its own, waited for at most ``timeout_s``;
+    """``codegen.build_candidate(mod, target)`` (MetaSchedule's ``default_build`` through our TIR
+    pipeline) on a thread of its own, waited for at most ``timeout_s``;
     raises ``TimeoutError`` after it. A candidate that unrolls a large body can keep LLVM busy for
     tens of minutes (one of MetaSchedule's held a benchmark for 20): its thread cannot be stopped,
     so it is left to finish in the background in the idle scheduling class and its module is
     dropped (``builds_left_running``). Relies on TVM's FFI releasing the GIL during the build (its
     default; ``TVM_FFI_RELEASE_GIL_BY_DEFAULT=0`` would make the wait block); the caller's
     ``PassContext`` (thread-local) is carried over to the build's thread."""
-    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
-
     import_tensor_intrinsics()  # here, not inside the timeout: ~30 s the first time
     context = tvm.transform.PassContext.current()
     got: dict[str, Any] = {}
@@ -69,7 +69,7 @@ def built_within(mod: tvm.IRModule, target: tvm.target.Target, timeout_s: float)
     def build() -> None:
         try:
             with context:
-                got["rt"] = default_build(mod, target, None)
+                got["rt"] = codegen.build_candidate(mod, target)
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             got["error"] = e
 
@@ -192,7 +192,7 @@ class Measurers:
     def _local_builder(self, timeout_s: float) -> ms.builder.LocalBuilder:
         # one per timeout: its constructor starts a pool to check itself (~5 s)
         if timeout_s not in self._builders:
-            self._builders[timeout_s] = ms.builder.LocalBuilder(timeout_sec=timeout_s,
+            self._builders[timeout_s] = ms.builder.LocalBuilder(timeout_sec=timeout_s, f_build=codegen.BUILD_CANDIDATE,
                                                                 initializer=import_tensor_intrinsics)
         return self._builders[timeout_s]
 

@@ -68,7 +68,10 @@ def light_stack() -> Iterator[None]:
 def import_tensor_intrinsics() -> None:
     """Import TVM's tensor intrinsics under ``light_stack`` (once per process; later calls return
     at once). Also the initializer of TVM's build and run worker pools: ``LocalBuilder`` imports
-    them in every build worker, inside the build timeout, and restarts its workers every batch."""
+    them in every build worker, inside the build timeout, and restarts its workers every batch;
+    there it also registers our build function and TIR pipeline (``codegen``)."""
+    from .. import codegen  # noqa: F401 - registers codegen.BUILD_CANDIDATE and codegen.PIPELINE
+
     if _TENSOR_INTRIN in sys.modules:
         return
     with light_stack():
