@@ -367,8 +367,8 @@ def test_rows_of_half_a_vector_or_more_are_one_narrower_vector():
     names = [lp.name for lp in list_loops(func, "convert_data_conv")]
     loops = [replace(lp, extent=5) if lp.name == "i5" else lp for lp in list_loops(func, "convert_data_conv")]
     access = convert._Access.of(func, "convert_data_conv", list_loops(func, "convert_data_conv"))
-    assert convert._interleaves(access, names, loops[-2:], 16) is False  # 5 W under 16 lanes
-    assert convert._interleaves(access, names, list_loops(func, "convert_data_conv")[-2:], 16) is True
+    assert convert._interleaves(access, names, loops[-2:], 16, 16) is False  # 5 W under 16 lanes
+    assert convert._interleaves(access, names, list_loops(func, "convert_data_conv")[-2:], 16, 16) is True
 
 
 @pytest.mark.parametrize("target", [AVX2, AVX512, TARGET])

@@ -5,16 +5,13 @@ import sys, math
 sys.path.insert(0, "benchmarks")
 import numpy as np
 import workbench.engine.expert.convert as new
-from paired_setup import old_convert, target_and_args
-from workbench.engine.convbench import CASES, case_conversions, _compile, _random_args
-from workbench.engine.loops import apply_steps
-from workbench.engine.bench import call_timer, load_suite, workload_graph
-from workbench.engine.interleave import interleaved_samples
+from paired_setup import old_convert, target_and_args, timed_in_turn
+from workbench.engine.convbench import CASES, case_conversions
+from workbench.engine.bench import load_suite, workload_graph
 from workbench.engine.book import LayoutBook
 from workbench.engine.keys import apply_actions
 from workbench.engine.presets import preset_actions
 from workbench.engine.program import make_program
-from workbench.engine.ceilings import stream_copy
 REV = next((a.split("=")[1] for a in sys.argv if a.startswith("--rev=")), "HEAD"); sys.argv = [a for a in sys.argv if not a.startswith("--rev=")]
 old = old_convert(REV)
 T, args = target_and_args(sys.argv[1:])
@@ -31,7 +28,6 @@ for w in load_suite("benchmarks/suite.json"):
         funcs += [(f"{w.name}/{preset}", k, f) for k, f in prog.funcs.items() if k.startswith("convert")]
 for case in CASES:
     funcs += [(case.name, k, raw) for k, raw, _ in case_conversions(case, T)]
-rng = np.random.default_rng(0)
 print(len(funcs), "conversion kernels", flush=True)
 for name, k, raw in funcs:
     so, sn = old.conversion_steps(raw, k, T), new.conversion_steps(raw, k, T)
@@ -40,17 +36,8 @@ for name, k, raw in funcs:
     print("changed:", name, k, len(so), "->", len(sn), "steps", flush=True)
     if LIST:
         continue
-    want = _random_args(raw, rng); _compile(raw, T)(*want)
-    timers = {}
-    for label, st in (("old", so), ("new", sn)):
-        f = apply_steps(raw, st).mod["main"]
-        fn = _compile(f, T); a = _random_args(f, rng); a[0] = want[0]; fn(*a)
-        assert np.array_equal(a[-1].numpy(), want[-1].numpy()), (name, k, label)
-        timers[label] = call_timer(lambda fn=fn, a=a: fn(*a))
+    s = timed_in_turn(raw, {"old": so, "new": sn}, T, ROUNDS, copy=True)
     nbytes = sum(4 * math.prod(int(n) for n in p.shape) for p in raw.params)
-    cp = stream_copy(nbytes // 8 // 16 * 16); cf = _compile(cp, T); ca = _random_args(cp, rng)
-    timers["copy"] = call_timer(lambda: cf(*ca))
-    s = interleaved_samples(timers, ROUNDS)
     ratio = [o / n for o, n in zip(s["old"], s["new"])]
     pc = {l: np.median([100 * c / v for c, v in zip(s["copy"], s[l])]) for l in ("old", "new")}
     print(f"  {nbytes/1e6:6.2f}MB old {np.median(s['old'])*1e3:8.1f}us ({pc['old']:.0f}% of copy) new {np.median(s['new'])*1e3:8.1f}us "

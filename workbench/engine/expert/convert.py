@@ -201,7 +201,7 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
             (steps := _tile_transpose(func, kernel, block, b, order, access, cache.line)):
         return steps
     across = access is not None and _rows_across_tiles(access, extents, cache)
-    if not across and _interleaves(access, [lp.name for lp in loops], b.loops(), lanes):
+    if not across and _interleaves(access, [lp.name for lp in loops], b.loops(), lanes, cache.line):
         _interleave(b, lanes)
         return b.steps
     # 4. vectorize the innermost loop
@@ -435,14 +435,15 @@ def _through_buffer(b: _Builder, cache: _Cache, lanes: int) -> None:
     b.step("vectorize", on=back, loop=inner.name)
 
 
-def _interleaves(access: _Access | None, names: Sequence[str], loops: Sequence[LoopInfo], lanes: int) -> bool:
+def _interleaves(access: _Access | None, names: Sequence[str], loops: Sequence[LoopInfo], lanes: int,
+                 line: int) -> bool:
     """Whether the destination's rows interleave a few of the source's rows (``_interleave``):
     its innermost loop short (2 to ``_INTERLEAVE``, fewer than the lanes) and read at least a
     line apart, the serial loop outside it at least half a vector long, read along the source's
     rows and written that short loop's extent apart. ALT's stem unfold: rows of 37 W x 3
     channels from 3 channel planes; the suite's stem at batch 1, rows of 13 W, one 13-lane
     vector on AVX-512 (1.41x). ``names``: the kernel's loops as lowered (what ``access`` reads);
-    ``loops``: as scheduled so far."""
+    ``loops``: as scheduled so far; ``line``: a cache line, in elements."""
     if access is None or len(loops) < 2 or any(lp.name not in names for lp in loops[-2:]):
         return False
     w, c = loops[-2], loops[-1]
@@ -458,7 +459,7 @@ def _interleaves(access: _Access | None, names: Sequence[str], loops: Sequence[L
         return int(src[1] - src[0]), int(dst[1] - dst[0])
 
     (src_w, dst_w), (src_c, dst_c) = strides(kw), strides(kc)
-    return src_w == 1 and dst_c == 1 and dst_w == c.extent and abs(src_c) >= _Cache.of(access.itemsize).line
+    return src_w == 1 and dst_c == 1 and dst_w == c.extent and abs(src_c) >= line
 
 
 def _interleave(b: _Builder, lanes: int) -> None:
