@@ -194,3 +194,41 @@ def test_tuning_builds_candidates_through_the_same_pipeline():
     target = target_from({"kind": "llvm", "mcpu": "skylake-avx512"})
     built = codegen.build_candidate(tvm.IRModule({"main": _interleave(3, 3)}), target)
     assert "vpermt2ps" in built.inspect_source("asm") or "vpermi2ps" in built.inspect_source("asm")
+
+
+def _tiled_rows(rows: int, tile: int, scope: str = "local"):
+    """b = 2a, each of ``rows`` parallel rows through a tile of ``tile`` floats (a register tile
+    allocated inside the parallel loop, as ``cache_write`` + ``reverse_compute_at`` leave it)."""
+
+    @T.prim_func
+    def f(a: T.Buffer((rows, tile), "float32"), b: T.Buffer((rows, tile), "float32")):
+        for r in T.parallel(rows):
+            acc = T.alloc_buffer((tile,), "float32", scope=scope)
+            for i in T.vectorized(tile):
+                acc[i] = a[r, i] * T.float32(2.0)
+            for i in T.vectorized(tile):
+                b[r, i] = acc[i]
+
+    return f
+
+
+def _workspace_calls(func, pipeline: str = codegen.PIPELINE) -> int:
+    """How often the LLVM code fetches the runtime's workspace allocator (once per call site)."""
+    built = tvm.compile(tvm.IRModule({"main": func}), target=target_from(HOST), tir_pipeline=pipeline)
+    return sum("load ptr, ptr @__TVMBackendAllocWorkspace" in line for line in built.mod.inspect_source("ll").splitlines())
+
+
+@pytest.mark.parametrize("scope", ["local", "global"])
+def test_a_small_tile_in_a_parallel_loop_lives_on_the_stack(scope):
+    """TVM takes a ``local`` tile (or a ``global`` one over 1 KiB) from the workspace pool once per
+    iteration of the parallel loop around it; ours keeps it on the thread's stack, with the same
+    result. A tile over ``STACK_BYTES`` stays in the pool."""
+    small = _tiled_rows(8, 512, scope)  # 2 KiB
+    assert _workspace_calls(small) == 0
+    assert _workspace_calls(small, "s_tir") > 0  # what TVM alone does
+    args = _random(small, np.random.default_rng(1))
+    np.testing.assert_array_equal(_run(small, codegen.PIPELINE, args)[1], 2 * args[0])
+    big = _tiled_rows(2, codegen.STACK_BYTES // 4 + 16, scope)
+    assert _workspace_calls(big) > 0
+    args = _random(big, np.random.default_rng(2))
+    np.testing.assert_array_equal(_run(big, codegen.PIPELINE, args)[1], 2 * args[0])

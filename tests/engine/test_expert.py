@@ -197,11 +197,14 @@ def test_a_grouped_conv_tiles_one_group_at_a_time(target: dict) -> None:
 def test_a_padding_stage_runs_under_the_parallel_loop_only_where_its_iterations_read_slices_of_their_own(
         target: dict) -> None:
     """A grouped conv's loop over groups reads one group's padded channels per iteration: its pad
-    stage is computed there (one parallel region, each element once). A depthwise conv whose
-    parallel loop also runs over blocks of output rows would compute their shared halo rows twice:
-    its pad stays a parallel pass of its own."""
+    stage is computed there (one parallel region, each element once). A depthwise conv's
+    iterations over blocks of output rows would compute their shared halo rows twice: its
+    parallel loop runs over (images and) channels only, the blocks of rows serial inside it, and
+    pads one channel plane per iteration; with too few planes to share among the cores its pad
+    stays a parallel pass of its own."""
     cases = {"grouped": (_conv_graph(2, 32, 32, 28, 3, padding=1, groups=8), True),
-             "depthwise": (_conv_graph(2, 24, 24, 28, 3, padding=1, groups=24, depthwise=True), False)}
+             "depthwise": (_conv_graph(2, 24, 24, 28, 3, padding=1, groups=24, depthwise=True), True),
+             "few planes": (_conv_graph(1, 8, 8, 28, 3, padding=1, groups=8, depthwise=True), False)}
     for name, ((graph, op), inside) in cases.items():
         func = make_program(graph).funcs[op]
         steps = expert_steps(func, op, target)
@@ -210,6 +213,8 @@ def test_a_padding_stage_runs_under_the_parallel_loop_only_where_its_iterations_
         pad = list_loops(sch, "conv_input_pad")
         conv = [lp for lp in list_loops(sch, "conv_update") if lp.kind == "parallel"]
         assert [lp.name for lp in pad if lp.kind == "parallel"] == ([conv[0].name] if inside else [pad[0].name]), name
+        if name == "depthwise":  # the images and channels only, the rows inside
+            assert conv[0].extent == 24 and any(lp.name.startswith("i2") for lp in list_loops(sch, "conv_update"))
         if target is HOST:
             assert make_program(graph).with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok, name
 

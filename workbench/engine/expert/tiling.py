@@ -70,8 +70,12 @@ MIN_ACCUMULATORS = 8
 # one load per cycle, not two: broadcast-heavy tiles (1 x 14) measured slower than 2 x 4 on znver3
 _FMA_PORTS, _FMA_LATENCY, _LOAD_PORTS = 2, 4, 1
 #: fewest elements of a padding stage's slice worth computing under the parallel loop: a
-#: depthwise conv's single 9x9 plane (960 channels, 7x7) ran 0.85x there on AVX-512
-_MIN_SLICE = 1024
+#: depthwise conv's single 9x9 plane (960 channels, 7x7) ran 0.85x there on AVX-512 while each
+#: slice came from TVM's workspace pool; on the stack (``codegen.SmallBuffersOnStack``) planes of
+#: 16x16 to 114x114 ran 1.15-1.6x faster than a padding pass of their own
+_MIN_SLICE = 256
+#: fewest iterations of a parallel loop that pads a plane per iteration (``_plane_loops``)
+_MIN_TASKS = 16
 #: longest run of a stride worth checking (longer runs behave the same for the template)
 _RUN_CAP = 256
 #: most taps of a transposed conv's phase to unroll inside its channel loop, where its rows are
@@ -661,8 +665,10 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     # conv): outer loops along which an access is not affine stay unfused, the first one parallel
     bent = {lp.name for lp in a.spatial if any(acc.runs[lp.name] < lp.extent for acc in a.reads)}
     if len(outer) > 1 and not bent & {t.vector, t.rows_loop, *others}:
-        b.do("fuse", block=m, loops=outer)
-        outer = ["_".join(outer) + "_fused"]
+        k = _plane_loops(b, a, m, outer) or len(outer)
+        if k > 1:
+            b.do("fuse", block=m, loops=outer[:k])
+            outer = ["_".join(outer[:k]) + "_fused"] + outer[k:]
     out = a.write.buffer
     b.do("cache_write", block=m, write_index=0, scope="local")
     if tile_layout:
@@ -707,22 +713,47 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     return b.steps
 
 
-def _reads_own_slice(b: _Builder, block: str, m: str, loop: str) -> bool:
+def _reads_own_slice(b: _Builder, block: str, m: str, loop: str, sch: Any = None) -> bool:
     """Whether a padding stage computed under the main block's parallel ``loop`` computes no more
     than the stage does: the slices TVM's ``compute_at`` gives the iterations add up to the stage
     (a grouped conv's loop over groups; no halo shared between iterations). It then runs in the
     same parallel region, its slice still in cache when the tile reads it (ResNeXt's 32 groups of
     4 channels, 28x28: 1.11x); where iterations share a halo (rows of a depthwise conv) it ran up
-    to 1.6x slower, and slices of one small plane (``_MIN_SLICE``) 0.85-1.10x."""
-    total = math.prod(lp.extent for lp in b.loops(block))
+    to 1.6x slower, and slices of one small plane (``_MIN_SLICE``) 0.85-1.10x. ``sch``: a trial
+    schedule to ask instead of the builder's."""
+    base = b.sch if sch is None else sch
+    total = math.prod(lp.extent for lp in list_loops(base, block))
     try:
-        trial = apply_step(b.sch, loop_step("compute_at", b.kernel, block=block, target_block=m, loop=loop))
+        trial = apply_step(base, loop_step("compute_at", b.kernel, block=block, target_block=m, loop=loop))
         loops = list_loops(trial, block)
     except LoopError:  # refused, or a slice whose size changes between iterations
         return False
     at = next((lp for lp in loops if lp.name == loop), None)
     piece = math.prod(lp.extent for lp in loops if lp.depth > at.depth) if at is not None else 0
     return piece >= _MIN_SLICE and at.extent * piece == total
+
+
+def _plane_loops(b: _Builder, a: Analysis, m: str, outer: list[str]) -> int:
+    """How many of the outer loops (outermost first) to fuse into the parallel loop, the others
+    left serial inside it; 0 for all of them (the rule). Fewer where each iteration of the fused
+    first ones pads a slice of its own (a depthwise conv's channel plane) and those of all the
+    loops would share a halo (its blocks of rows), given iterations enough for the cores: every
+    padding stage then runs under the parallel loop, once per plane (MobileNet-V2's depthwise
+    3x3 convs: 1.2-1.6x over a padding pass of their own)."""
+    if not a.before:
+        return 0
+    for k in range(len(outer), 0, -1):
+        sch, loop = b.sch, outer[0]
+        if k > 1:
+            try:
+                sch = apply_step(b.sch, loop_step("fuse", b.kernel, block=m, loops=outer[:k]))
+            except LoopError:
+                continue
+            loop = "_".join(outer[:k]) + "_fused"
+        if all(_reads_own_slice(b, blk, m, loop, sch) for blk in a.before):
+            wide = next(lp.extent for lp in list_loops(sch, m) if lp.name == loop) >= _MIN_TASKS
+            return 0 if k == len(outer) or not wide else k
+    return 0
 
 
 def _grouped_rows(a: Analysis, t: Tile) -> bool:
