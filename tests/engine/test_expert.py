@@ -55,6 +55,9 @@ CASES = {
     "c2d_pad": lambda: _conv_graph(2, 8, 16, 7, 3, padding=1),
     "c2d_s2": lambda: _conv_graph(2, 5, 13, 11, 3, stride=2),                # prime out channels
     "dep": lambda: _conv_graph(2, 24, 24, 7, 3, padding=1, groups=24, depthwise=True),
+    # planes enough to pad one per parallel iteration (odd sizes)
+    "dep_planes": lambda: _conv_graph(2, 17, 17, 15, 3, padding=1, groups=17, depthwise=True),
+    "dep_s2": lambda: _conv_graph(2, 16, 16, 19, 3, padding=1, stride=2, groups=16, depthwise=True),
     "grp": lambda: _conv_graph(2, 16, 16, 7, 3, padding=1, groups=4),
     "dil": lambda: _conv_graph(2, 8, 8, 11, 3, padding=2, dilation=2),
     "c1d": lambda: _conv_graph(1, 6, 17, 29, 3, padding=1),

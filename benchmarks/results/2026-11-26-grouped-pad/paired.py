@@ -2,7 +2,9 @@
 working tree's (new: under the tile's parallel loop where each iteration reads a slice of its
 own), on grouped, depthwise and plain convs (NCHW unless named), only where the steps differ;
 each kernel checked against the unscheduled one and timed in turn with the other.
-usage: PYTHONPATH=. python benchmarks/results/2026-11-26-grouped-pad/paired.py ROUNDS [--mcpu X]"""
+usage: PYTHONPATH=. python benchmarks/results/2026-11-26-grouped-pad/paired.py ROUNDS [--mcpu X] [--rev R]
+(``--rev``: the older template's commit, 3342633 unless given; d1f05fb for the depthwise planes
+of ``2026-11-27-stack``)"""
 import sys
 import numpy as np
 import workbench.engine.expert.tiling as new
@@ -18,8 +20,10 @@ from workbench.engine.loops import apply_steps
 from workbench.engine.presets import preset_actions
 from workbench.engine.program import make_program
 from workbench.engine.targets import use_all_cores, vector_unit
-old = old_module("workbench.engine.expert.tiling", "3342633")
 T, args = target_and_args(sys.argv[1:])
+REV = args.pop(args.index("--rev") + 1) if "--rev" in args else "3342633"
+args = [a for a in args if a != "--rev"]
+old = old_module("workbench.engine.expert.tiling", REV)
 ROUNDS = int(args[0])
 use_all_cores()
 unit, l1 = vector_unit(T), cache_info()[0].get("L1d", 32768)
