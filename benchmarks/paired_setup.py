@@ -78,3 +78,52 @@ def timed_in_turn(raw, variants: dict, target: dict, rounds: int, copy: bool = F
         cf, cargs = _compile(cp, target), _random_args(cp, rng)
         timers["copy"] = call_timer(lambda: cf(*cargs))
     return interleaved_samples(timers, rounds)
+
+
+#: our TIR pipeline as it was before ``SmallBuffersOnStack`` (``2026-11-27-stack``)
+BEFORE_STACK = "before_stack"
+
+
+def _before_stack(**kw):
+    import tvm
+
+    from workbench.engine import codegen as cg
+
+    default, host, device = tvm.tirx.get_tir_pipeline("s_tir", **kw)
+    return tvm.transform.Sequential([default, cg.MergeStridedStores, cg.DenseStridedLoads]), host, device
+
+
+def stack_moves(func, target: dict) -> bool:
+    """Whether ``SmallBuffersOnStack`` moves a buffer of ``func`` (registers ``BEFORE_STACK``)."""
+    import tvm
+
+    from workbench.engine import codegen as cg
+    from workbench.engine.targets import target_from
+
+    tvm.tirx.register_tir_pipeline(BEFORE_STACK, _before_stack)
+    tgt = target_from(target)
+    before = tvm.tirx.get_tir_pipeline(BEFORE_STACK)[0](
+        tvm.tirx.transform.BindTarget(tgt.with_host(tgt))(tvm.IRModule({"main": func})))["main"]
+    return not cg.small_buffers_on_stack(before).same_as(before)
+
+
+def stack_timers(func, target: dict, rng) -> dict:
+    """Timers of ``func`` built through ``BEFORE_STACK`` (``"before"``) and our pipeline
+    (``"now"``), their results checked bit-equal on the same random data."""
+    import numpy as np
+    import tvm
+
+    from workbench.engine import codegen as cg
+    from workbench.engine.bench import call_timer
+    from workbench.engine.convbench import _random_args
+    from workbench.engine.targets import target_from
+
+    a0, timers, outs = _random_args(func, rng), {}, {}
+    for name, pipe in (("before", BEFORE_STACK), ("now", cg.PIPELINE)):
+        fn = tvm.compile(tvm.IRModule({"main": func}), target=target_from(target), tir_pipeline=pipe).jit()["main"]
+        args = [tvm.runtime.tensor(v.numpy()) for v in a0]
+        fn(*args)
+        outs[name] = args[-1].numpy()
+        timers[name] = call_timer(lambda fn=fn, args=args: fn(*args))
+    assert np.array_equal(outs["before"], outs["now"])
+    return timers

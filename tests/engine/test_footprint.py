@@ -135,3 +135,15 @@ def test_bounds_raise_an_estimate_to_the_compulsory_misses_then_lower_it_to_a_sm
                    {"L1d": (5, 3), "L2": (9, 4), "L3": (7, 2)}, kernel)
     assert list(got) == ["L2", "L1d", "L3"]  # the caller's order
     assert got == {"L1d": (6, 3, "compulsory misses"), "L2": (6, 3, "inclusion (L1d)"), "L3": (6, 2, "inclusion (L2)")}
+
+
+def test_a_partitioned_loop_counts_each_access_once():
+    """``loop_partition`` leaves a block around the pieces it cuts: the pieces' accesses are
+    theirs, so the kernel has as many accesses after the cut as before it."""
+    from workbench.engine.footprint import accesses
+    from workbench.engine.loops import apply_steps, loop_step
+
+    x = te.placeholder((6, 20), name="x")
+    func = te.create_prim_func([x, _stage("pad", x, 0, 0)])
+    cut = apply_steps(func, [loop_step("loop_partition", "k", block="s0", loop="b", factors=[1, 20, 1])]).mod["main"]
+    assert len(accesses(cut)) == 3 * len(accesses(func)) == 3 * 2  # each piece reads x and writes s0

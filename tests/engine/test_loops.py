@@ -372,3 +372,29 @@ def test_basic_schedule_applies_and_keeps_numerics(kname):
         assert [s.primitive for s in steps] == ["reorder", "vectorize", "parallel"]
     else:
         assert list_blocks(sch) == ["Y"]  # Z inlined into Y
+
+
+def test_visit_nodes_reaches_every_statement_and_expression_under_loops_and_sequences() -> None:
+    """Statements are not ``tvm.ir`` nodes in TVM 0.27: the walk still goes through loops,
+    sequences and blocks down to the stores and the loads in their values."""
+    from tvm.script import tirx as T
+
+    from workbench.engine.loops import visit_nodes
+
+    @T.prim_func(s_tir=True)
+    def two(a: T.Buffer((4, 8), "float32"), b: T.Buffer((4, 8), "float32"), c: T.Buffer((4, 8), "float32")):
+        for i in range(4):
+            for j in range(8):
+                with T.sblock("b"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    b[vi, vj] = a[vi, vj] + T.float32(1.0)
+            for j in range(8):
+                with T.sblock("c"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    c[vi, vj] = T.if_then_else(vj < 4, b[vi, vj], T.float32(0.0))
+
+    kinds: list[str] = []
+    visit_nodes(two.body, lambda n: kinds.append(type(n).__name__))
+    loads = sum(k in ("BufferLoad", "TensorLoad") for k in kinds)  # TVM 0.27 names its loads TensorLoad
+    assert kinds.count("BufferStore") == 2 and loads == 2
+    assert kinds.count("For") == 3 and "SeqStmt" in kinds and "Call" in kinds  # the if_then_else

@@ -161,6 +161,10 @@ def _block_accesses(realize: s_tir.SBlockRealize) -> list[Access]:
             found.append(Access(buf.name, tuple(int(s) for s in buf.shape), tvm.DataType(buf.dtype).bits // 8,
                                 tuple(_subst(i, bind) for i in n.indices)))
 
+    inner: list[Any] = []
+    visit_nodes(block.body, lambda n: inner.append(n) if isinstance(n, s_tir.SBlockRealize) else None)
+    if inner:  # a block around other blocks (a partition's): their accesses are counted as theirs
+        return []
     visit_nodes(block.body, visit)
     if block.init is not None:
         visit_nodes(block.init, visit)

@@ -162,6 +162,11 @@ _CHILDREN = ("seq", "body", "then_case", "else_case", "block", "init", "value", 
              "condition", "true_value", "false_value")
 
 
+#: what ``visit_nodes`` descends into: expressions are ``tvm.ir`` nodes, statements (TVM 0.27's
+#: ``tirx.Stmt``, a plain FFI object) are not
+_NODES = (tvm.ir.base.Node, tirx.Stmt)
+
+
 def visit_nodes(node: Any, visit: Callable[[Any], None]) -> None:
     """Every TIR statement and expression under ``node``, depth-first, parents first (TVM 0.27's
     Python API has no ``post_order_visit`` for TIR); ``walk_nest`` is the structured walk."""
@@ -172,9 +177,9 @@ def visit_nodes(node: Any, visit: Callable[[Any], None]) -> None:
             continue
         if isinstance(child, Sequence):  # lists and TVM arrays
             for c in child:
-                if isinstance(c, tvm.ir.base.Node):
+                if isinstance(c, _NODES):
                     visit_nodes(c, visit)
-        elif isinstance(child, tvm.ir.base.Node):
+        elif isinstance(child, _NODES):
             visit_nodes(child, visit)
 
 
