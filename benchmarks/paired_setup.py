@@ -84,13 +84,13 @@ def timed_in_turn(raw, variants: dict, target: dict, rounds: int, copy: bool = F
 BEFORE_STACK = "before_stack"
 
 
-def _before_stack(**kw):
+def _register_before_stack() -> None:
     import tvm
 
     from workbench.engine import codegen as cg
 
-    default, host, device = tvm.tirx.get_tir_pipeline("s_tir", **kw)
-    return tvm.transform.Sequential([default, cg.MergeStridedStores, cg.DenseStridedLoads]), host, device
+    passes = tuple(p for p in cg.PASSES if p is not cg.SmallBuffersOnStack)
+    tvm.tirx.register_tir_pipeline(BEFORE_STACK, cg.pipeline_of(passes))
 
 
 def stack_moves(func, target: dict) -> bool:
@@ -100,7 +100,7 @@ def stack_moves(func, target: dict) -> bool:
     from workbench.engine import codegen as cg
     from workbench.engine.targets import target_from
 
-    tvm.tirx.register_tir_pipeline(BEFORE_STACK, _before_stack)
+    _register_before_stack()
     tgt = target_from(target)
     before = tvm.tirx.get_tir_pipeline(BEFORE_STACK)[0](
         tvm.tirx.transform.BindTarget(tgt.with_host(tgt))(tvm.IRModule({"main": func})))["main"]
@@ -118,6 +118,7 @@ def stack_timers(func, target: dict, rng) -> dict:
     from workbench.engine.convbench import _random_args
     from workbench.engine.targets import target_from
 
+    _register_before_stack()
     a0, timers, outs = _random_args(func, rng), {}, {}
     for name, pipe in (("before", BEFORE_STACK), ("now", cg.PIPELINE)):
         fn = tvm.compile(tvm.IRModule({"main": func}), target=target_from(target), tir_pipeline=pipe).jit()["main"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
+from tvm import tirx
 from tvm.script import tirx as T
 
 from workbench.engine import codegen
@@ -232,3 +234,17 @@ def test_a_small_tile_in_a_parallel_loop_lives_on_the_stack(scope):
     assert _workspace_calls(big) > 0
     args = _random(big, np.random.default_rng(2))
     np.testing.assert_array_equal(_run(big, codegen.PIPELINE, args)[1], 2 * args[0])
+
+
+def test_the_stack_takes_at_most_stack_total_a_function_and_leaves_tvms_own_small_buffers_alone():
+    """Tiles of ``STACK_BYTES`` each go on the stack until a function holds ``STACK_TOTAL`` of
+    them; a ``global`` buffer under 1 KiB, which TVM keeps on the stack itself, is not marked."""
+    tiles = [tirx.decl_buffer((codegen.STACK_BYTES // 4,), "float32", name=f"t{i}", scope="local")
+             for i in range(codegen.STACK_TOTAL // codegen.STACK_BYTES + 2)]
+    small = tirx.decl_buffer((16,), "float32", name="small")
+    body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in tiles + [small]] + [tirx.Evaluate(tirx.IntImm("int32", 0))])
+    func = tirx.PrimFunc([], body)
+    marked: list[str] = []
+    tvm_ffi.structural_walk(codegen.small_buffers_on_stack(func).body,
+                            [(tirx.AllocBuffer, lambda a: marked.append(a.buffer.name) if a.annotations else None)])
+    assert marked == [b.name for b in tiles[:codegen.STACK_TOTAL // codegen.STACK_BYTES]]

@@ -43,6 +43,14 @@ def _tconv_graph(nd: int, cin: int, cout: int, size: int):
     return b.build(), "tconv"
 
 
+def _batched_conv(n: int, cin: int, cout: int, size: int):
+    """A plain 3x3 conv, padding 1, on ``n`` images."""
+    b = GraphBuilder("batched")
+    x = b.input("data", (n, cin, size, size), "NCHW")
+    b.op("conv", "conv2d", x, b.const("conv.weight", (cout, cin, 3, 3), "OIHW"), padding=1)
+    return b.build(), "conv"
+
+
 def _gmm_graph(m: int, k: int, n: int):
     b = GraphBuilder("gmm")
     b.op("gmm", "matmul", b.input("a", (m, k), "MK"), b.const("gmm.weight", (k, n), "KN"))
@@ -204,10 +212,12 @@ def test_a_padding_stage_runs_under_the_parallel_loop_only_where_its_iterations_
     iterations over blocks of output rows would compute their shared halo rows twice: its
     parallel loop runs over (images and) channels only, the blocks of rows serial inside it, and
     pads one channel plane per iteration; with too few planes to share among the cores its pad
-    stays a parallel pass of its own."""
+    stays a parallel pass of its own, as does a batched plain conv's (its images share the
+    weights: each would pad a whole image)."""
     cases = {"grouped": (_conv_graph(2, 32, 32, 28, 3, padding=1, groups=8), True),
              "depthwise": (_conv_graph(2, 24, 24, 28, 3, padding=1, groups=24, depthwise=True), True),
-             "few planes": (_conv_graph(1, 8, 8, 28, 3, padding=1, groups=8, depthwise=True), False)}
+             "few planes": (_conv_graph(2, 8, 8, 28, 3, padding=1, groups=8, depthwise=True), False),
+             "batched plain": (_batched_conv(16, 8, 16, 14), False)}
     for name, ((graph, op), inside) in cases.items():
         func = make_program(graph).funcs[op]
         steps = expert_steps(func, op, target)

@@ -139,7 +139,7 @@ def test_bounds_raise_an_estimate_to_the_compulsory_misses_then_lower_it_to_a_sm
 
 def test_a_partitioned_loop_counts_each_access_once():
     """``loop_partition`` leaves a block around the pieces it cuts: the pieces' accesses are
-    theirs, so the kernel has as many accesses after the cut as before it."""
+    theirs, not that block's too (each of the 3 pieces reads ``x`` and writes the pad once)."""
     from workbench.engine.footprint import accesses
     from workbench.engine.loops import apply_steps, loop_step
 

@@ -14,7 +14,7 @@ a conversion that interleaves a few source rows into one destination row (ALT's 
 3 channel planes -> rows of 37 W x 3 channels), scheduled with the rows as the vector and the
 channels unrolled (``expert.convert``): 63% -> 84% of a copy timed beside it on the Xeon.
 
-The pass changes no result: the merged store writes exactly the elements the ``k`` stores
+``MergeStridedStores`` changes no result: the merged store writes exactly the elements the ``k`` stores
 wrote, with the same values, and it merges only stores whose values (and the bindings between
 them) do not name the storage they write, through any buffer declared over it, and call nothing
 with side effects (so their order among themselves cannot matter). Built with plain TVM (a MetaSchedule
@@ -47,7 +47,7 @@ from .targets import target_from
 
 __all__ = ["PIPELINE", "MOST_STORES", "BUILD_CANDIDATE", "build_candidate", "compile", "lowered",
            "merge_strided_stores", "MergeStridedStores", "dense_strided_loads", "DenseStridedLoads",
-           "STACK_BYTES", "small_buffers_on_stack", "SmallBuffersOnStack"]
+           "STACK_BYTES", "STACK_TOTAL", "small_buffers_on_stack", "SmallBuffersOnStack", "PASSES", "pipeline_of"]
 
 #: the name our TIR pipeline is registered under (``tvm.tirx.get_tir_pipeline``)
 PIPELINE = "workbench"
@@ -57,6 +57,11 @@ MOST_STORES = 4
 #: workspace pool (``SmallBuffersOnStack``): a register tile is at most 32 vector registers (2 KiB
 #: of AVX-512), a cache tile of a few KiB stays well inside any thread's stack
 STACK_BYTES = 16 * 1024
+#: the most bytes of such buffers one function keeps on the stack (LLVM gives each its own slot
+#: at the function's entry; a thread's stack is 8 MiB on Linux, far less on some systems)
+STACK_TOTAL = 128 * 1024
+#: TVM's own bound: a ``global`` buffer under 1 KiB is on the stack already
+_TVM_STACK_BYTES = 1024
 #: the allocation annotation that keeps TVM's ``LowerTVMBuiltin`` from taking a buffer from the
 #: workspace pool
 _ON_STACK = "disable_lower_builtin"
@@ -222,15 +227,10 @@ def _bytes(buffer: Any) -> int | None:
     return math.prod(int(n) for n in buffer.shape) * dtype.bits // 8 * dtype.lanes
 
 
-def _on_stack(alloc: Any) -> Any:
-    size = _bytes(alloc.buffer)
-    if size is None or not 0 < size <= STACK_BYTES or _ON_STACK in alloc.annotations:
-        return alloc
-    return tirx.AllocBuffer(alloc.buffer, annotations={**alloc.annotations, _ON_STACK: tirx.IntImm("bool", 1)})
-
-
 def small_buffers_on_stack(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with each buffer of at most ``STACK_BYTES`` allocated on the stack.
+    """``func`` with each buffer of at most ``STACK_BYTES`` allocated on the stack, up to
+    ``STACK_TOTAL`` bytes a function, on CPU targets (a GPU's host function hands its buffers to
+    kernels: they stay where TVM puts them).
 
     TVM's ``LowerTVMBuiltin`` keeps only a ``global`` buffer under 1 KiB on the stack; any other
     (a ``local`` register tile, a slightly larger one) it takes from the runtime's workspace pool:
@@ -240,7 +240,22 @@ def small_buffers_on_stack(func: tirx.PrimFunc) -> tirx.PrimFunc:
     depthwise 3x3 on 144 channels of 28x28 made 576 such pairs of calls a run (26 us; 18.5 us on
     the stack). LLVM places the stack slot at the function's entry (once per thread) and keeps a
     register tile in registers."""
-    body = tvm_ffi.structural_map(func.body, [(tirx.AllocBuffer, _on_stack)])
+    target = func.attrs.get("target") if func.attrs is not None else None
+    if target is not None and target.kind.name not in ("llvm", "c"):
+        return func
+    total = [0]
+
+    def on_stack(alloc: Any) -> Any:
+        size = _bytes(alloc.buffer)
+        if size is None or not 0 < size <= STACK_BYTES or total[0] + size > STACK_TOTAL \
+                or _ON_STACK in alloc.annotations \
+                or (alloc.buffer.scope() == "global" and size < _TVM_STACK_BYTES):  # TVM's own rule keeps it there
+            return alloc
+        total[0] += size
+        return tirx.AllocBuffer(alloc.buffer, annotations={**alloc.annotations, _ON_STACK: tirx.IntImm("bool", 1)},
+                                span=alloc.span)
+
+    body = tvm_ffi.structural_map(func.body, [(tirx.AllocBuffer, on_stack)])
     return func if body.same_as(func.body) else func.with_body(body)
 
 
@@ -259,9 +274,22 @@ def SmallBuffersOnStack(func: tirx.PrimFunc, _mod: Any, _ctx: Any) -> tirx.PrimF
     return small_buffers_on_stack(func)
 
 
-def _pipeline(**kwargs: Any) -> tuple[Any, Any, Any]:
-    default, host, device = tvm.tirx.get_tir_pipeline("s_tir", **kwargs)
-    return tvm.transform.Sequential([default, MergeStridedStores, DenseStridedLoads, SmallBuffersOnStack]), host, device
+#: our passes, in the order they run after TVM's default pipeline
+PASSES = (MergeStridedStores, DenseStridedLoads, SmallBuffersOnStack)
+
+
+def pipeline_of(passes: tuple = PASSES) -> Any:
+    """A TIR pipeline maker (for ``tvm.tirx.register_tir_pipeline``): TVM's default pipeline,
+    then ``passes`` (ours by default; a study registers a subset to compare against)."""
+
+    def make(**kwargs: Any) -> tuple[Any, Any, Any]:
+        default, host, device = tvm.tirx.get_tir_pipeline("s_tir", **kwargs)
+        return tvm.transform.Sequential([default, *passes]), host, device
+
+    return make
+
+
+_pipeline = pipeline_of()
 
 
 tvm.tirx.register_tir_pipeline(PIPELINE, _pipeline)

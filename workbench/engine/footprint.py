@@ -154,18 +154,19 @@ def _block_accesses(realize: s_tir.SBlockRealize) -> list[Access]:
     block = realize.block
     bind = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
     found: list[Access] = []
+    inner: list[Any] = []
 
     def visit(n: Any) -> None:
         if type(n).__name__ in ("BufferLoad", "BufferStore", "TensorLoad", "TensorStore"):  # 0.27 loads are TensorLoad
             buf = n.source if hasattr(n, "source") else n.buffer  # a TensorLoad names its buffer ``source``
             found.append(Access(buf.name, tuple(int(s) for s in buf.shape), tvm.DataType(buf.dtype).bits // 8,
                                 tuple(_subst(i, bind) for i in n.indices)))
+        elif isinstance(n, s_tir.SBlockRealize):
+            inner.append(n)
 
-    inner: list[Any] = []
-    visit_nodes(block.body, lambda n: inner.append(n) if isinstance(n, s_tir.SBlockRealize) else None)
+    visit_nodes(block.body, visit)
     if inner:  # a block around other blocks (a partition's): their accesses are counted as theirs
         return []
-    visit_nodes(block.body, visit)
     if block.init is not None:
         visit_nodes(block.init, visit)
     return found

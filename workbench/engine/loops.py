@@ -168,8 +168,10 @@ _NODES = (tvm.ir.base.Node, tirx.Stmt)
 
 
 def visit_nodes(node: Any, visit: Callable[[Any], None]) -> None:
-    """Every TIR statement and expression under ``node``, depth-first, parents first (TVM 0.27's
-    Python API has no ``post_order_visit`` for TIR); ``walk_nest`` is the structured walk."""
+    """The TIR statements and expressions under ``node`` reached through the fields of
+    ``_CHILDREN`` (bodies, sequences, values, indices, conditions; not a loop's bounds, a ramp's
+    base or a block's predicate), depth-first, parents first (TVM 0.27's Python API has no
+    ``post_order_visit`` for TIR); ``walk_nest`` is the structured walk."""
     visit(node)
     for name in _CHILDREN:
         child = getattr(node, name, None)

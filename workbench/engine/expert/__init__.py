@@ -7,6 +7,7 @@ visible, editable, replayable and exportable like a hand schedule.
 
 from __future__ import annotations
 
+import os
 from typing import Mapping
 
 from tvm import tirx
@@ -65,4 +66,4 @@ def expert_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step
                             "cover convolutions and matmuls") from None
         return conversion_steps(func, kernel, target)
     l1 = cache_info()[0].get("L1d", _L1_DEFAULT)
-    return tile_steps(func, kernel, vector_unit(target), l1)
+    return tile_steps(func, kernel, vector_unit(target), l1, int(target.get("num-cores") or os.cpu_count() or 1))

@@ -74,8 +74,8 @@ _FMA_PORTS, _FMA_LATENCY, _LOAD_PORTS = 2, 4, 1
 #: slice came from TVM's workspace pool; on the stack (``codegen.SmallBuffersOnStack``) planes of
 #: 16x16 to 114x114 ran 1.15-1.6x faster than a padding pass of their own
 _MIN_SLICE = 256
-#: fewest iterations of a parallel loop that pads a plane per iteration (``_plane_loops``)
-_MIN_TASKS = 16
+#: fewest iterations per core of a parallel loop that pads a plane per iteration (``_plane_loops``)
+_TASKS_PER_CORE = 8
 #: longest run of a stride worth checking (longer runs behave the same for the template)
 _RUN_CAP = 256
 #: most taps of a transposed conv's phase to unroll inside its channel loop, where its rows are
@@ -581,7 +581,7 @@ def _split(b: _Builder, block: str, loop: str, ext: int, inner: list[int]) -> tu
     return [f"{loop}_0_0"], [f"{loop}_0_1", f"{loop}_1"]
 
 
-def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> list[Step]:
+def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int, cores: int = 2) -> list[Step]:
     """The template's loop steps for ``func`` (see the module docstring).
 
     >>> from workbench.engine.targets import VectorUnit
@@ -665,7 +665,7 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int) -> l
     # conv): outer loops along which an access is not affine stay unfused, the first one parallel
     bent = {lp.name for lp in a.spatial if any(acc.runs[lp.name] < lp.extent for acc in a.reads)}
     if len(outer) > 1 and not bent & {t.vector, t.rows_loop, *others}:
-        k = _plane_loops(b, a, m, outer) or len(outer)
+        k = _plane_loops(b, a, m, outer, cores) or len(outer)
         if k > 1:
             b.do("fuse", block=m, loops=outer[:k])
             outer = ["_".join(outer[:k]) + "_fused"] + outer[k:]
@@ -733,13 +733,15 @@ def _reads_own_slice(b: _Builder, block: str, m: str, loop: str, sch: Any = None
     return piece >= _MIN_SLICE and at.extent * piece == total
 
 
-def _plane_loops(b: _Builder, a: Analysis, m: str, outer: list[str]) -> int:
+def _plane_loops(b: _Builder, a: Analysis, m: str, outer: list[str], cores: int) -> int:
     """How many of the outer loops (outermost first) to fuse into the parallel loop, the others
     left serial inside it; 0 for all of them (the rule). Fewer where each iteration of the fused
-    first ones pads a slice of its own (a depthwise conv's channel plane) and those of all the
-    loops would share a halo (its blocks of rows), given iterations enough for the cores: every
-    padding stage then runs under the parallel loop, once per plane (MobileNet-V2's depthwise
-    3x3 convs: 1.2-1.6x over a padding pass of their own)."""
+    first ones pads a slice of its own and those of all the loops would share a halo (a
+    depthwise conv: its channel planes, its blocks of rows), where one of those first loops moves
+    every operand (a depthwise conv's channels; not the images of a batch, which share the
+    weights: a batched plain conv keeps its rule), and given ``_TASKS_PER_CORE`` iterations per
+    core: every padding stage then runs under the parallel loop, once per plane (MobileNet-V2's
+    depthwise 3x3 convs: 1.2-1.6x over a padding pass of their own)."""
     if not a.before:
         return 0
     for k in range(len(outer), 0, -1):
@@ -751,8 +753,9 @@ def _plane_loops(b: _Builder, a: Analysis, m: str, outer: list[str]) -> int:
                 continue
             loop = "_".join(outer[:k]) + "_fused"
         if all(_reads_own_slice(b, blk, m, loop, sch) for blk in a.before):
-            wide = next(lp.extent for lp in list_loops(sch, m) if lp.name == loop) >= _MIN_TASKS
-            return 0 if k == len(outer) or not wide else k
+            wide = next(lp.extent for lp in list_loops(sch, m) if lp.name == loop) >= _TASKS_PER_CORE * cores
+            planes = any(all(r.strides.get(n, 0) for r in a.reads) for n in outer[:k])
+            return k if k < len(outer) and wide and planes else 0
     return 0
 
 
