@@ -20,7 +20,7 @@ import tvm
 
 from .errors import BuildError
 
-__all__ = ["DEFAULT_TARGET", "host_cpu", "cpu_name", "resolve_target", "target_from", "VectorUnit", "vector_unit",
+__all__ = ["DEFAULT_TARGET", "host_cpu", "cpu_name", "resolve_target", "target_cores", "target_from", "VectorUnit", "vector_unit",
            "runtime_threads", "use_all_cores"]
 
 #: the target of a new session and of commands given none: this machine's CPU, both cores
@@ -78,6 +78,12 @@ def use_all_cores() -> None:
     first parallel kernel, so this runs before any build (``target_from``); worker processes
     started afterwards inherit it."""
     os.environ.setdefault("TVM_NUM_THREADS", str(runtime_threads()))
+
+
+def target_cores(spec: Mapping) -> int:
+    """The cores a target's kernels split their parallel loops among: its ``num-cores``, else
+    this machine's CPUs."""
+    return int(spec.get("num-cores") or os.cpu_count() or 1)
 
 
 def target_from(spec: Mapping) -> tvm.target.Target:

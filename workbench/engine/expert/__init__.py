@@ -7,7 +7,6 @@ visible, editable, replayable and exportable like a hand schedule.
 
 from __future__ import annotations
 
-import os
 from typing import Mapping
 
 from tvm import tirx
@@ -15,7 +14,7 @@ from tvm import tirx
 from ..ceilings import cache_info
 from ..errors import LoopError
 from ..step import Step
-from ..targets import vector_unit
+from ..targets import target_cores, vector_unit
 from .tiling import main_block, tile_steps
 
 __all__ = ["expert_steps"]
@@ -66,4 +65,4 @@ def expert_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step
                             "cover convolutions and matmuls") from None
         return conversion_steps(func, kernel, target)
     l1 = cache_info()[0].get("L1d", _L1_DEFAULT)
-    return tile_steps(func, kernel, vector_unit(target), l1, int(target.get("num-cores") or os.cpu_count() or 1))
+    return tile_steps(func, kernel, vector_unit(target), l1, target_cores(target))

@@ -56,7 +56,6 @@ import itertools
 import math
 import mmap
 import operator
-import os
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
@@ -71,7 +70,7 @@ from .. import codegen
 from ..errors import LoopError
 from ..loops import LoopInfo, apply_step, apply_steps, block_nest, list_blocks, list_loops, loop_step, visit_nodes
 from ..step import Step
-from ..targets import resolve_target, vector_unit
+from ..targets import resolve_target, target_cores, vector_unit
 
 __all__ = ["conversion_steps", "default_steps", "scheduled_conversions", "Bandwidth", "conversion_bandwidth",
            "conversion_ms"]
@@ -163,7 +162,7 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     if not loops or any(lp.reduction for lp in loops):
         raise LoopError(f"kernel {kernel!r} is not a layout conversion (block {block!r} has a reduction or no loops)")
     lanes = vector_unit(target).lanes
-    cores = int(target.get("num-cores") or os.cpu_count() or 1)
+    cores = target_cores(target)
     access = _Access.of(func, block, loops)
     cache = _Cache.of(access.itemsize if access else 4)
     extents = [lp.extent for lp in loops]

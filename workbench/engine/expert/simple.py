@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from typing import Mapping
 
 from tvm import tirx
@@ -29,7 +28,7 @@ from tvm import tirx
 from ..errors import LoopError
 from ..loops import list_blocks, list_loops
 from ..step import Step
-from ..targets import vector_unit
+from ..targets import target_cores, vector_unit
 from .convert import _Builder, conversion_steps, parallel_outer
 
 __all__ = ["rows_steps", "simple_steps", "window_steps"]
@@ -73,7 +72,7 @@ def window_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step
     if not window or not spatial:
         raise LoopError(f"kernel {kernel!r} has no window to reduce over or no output loop")
     lanes = vector_unit(target).lanes
-    cores = int(target.get("num-cores") or os.cpu_count() or 1)
+    cores = target_cores(target)
     b = _Builder(func, kernel, block)
     # 1. the window's loops inside every output loop but the contiguous one
     names = [lp.name for lp in spatial[:-1] + window + spatial[-1:]]
@@ -123,7 +122,7 @@ def rows_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
             break
         rows = k + 1
     lanes = vector_unit(target).lanes
-    cores = int(target.get("num-cores") or os.cpu_count() or 1)
+    cores = target_cores(target)
     b = _Builder(func, kernel, out)
     if math.prod(lp.extent for lp in loops[:rows]) < 2 * cores:
         # too few shared rows to split over the cores (none, or an output written in its
