@@ -265,7 +265,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     target = _target(a.target) or dict(DEFAULT_TARGET)
     if a.budget < 0:
         raise WorkbenchError(f"--budget must be 0 (the expert schedules alone, no tuning) or more, got {a.budget}")
-    bar = tqdm(total=len(suite) * (3 if a.budget else 1), desc="bench", file=sys.stderr)
+    bar = tqdm(total=len(suite) * (4 if a.budget else 1), desc="bench", file=sys.stderr)
 
     def step(msg: str) -> None:
         bar.set_postfix_str(msg)

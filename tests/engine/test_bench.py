@@ -139,9 +139,28 @@ def test_a_tiny_bench_remeasures_every_contender(tmp_path):
     assert float(saved["joint_vs_torch"]) == pytest.approx(row.torch_ms / row.joint_ms, rel=1e-3)
     assert float(saved["joint_vs_metaschedule"]) == pytest.approx(row.metaschedule_ms / row.joint_ms, rel=1e-3)
     assert float(saved["expert_vs_torch"]) == pytest.approx(row.torch_ms / row.expert_ms, rel=1e-3)
+    assert float(saved["joint_vs_tvm_metaschedule"]) == pytest.approx(row.tvm_metaschedule_ms / row.joint_ms, rel=1e-3)
+    assert row.tvm_metaschedule_tuning_ms > 0 and (tmp_path / "progress" / "gmm_tiny_tvm-metaschedule.jsonl").exists()
     pct = 100 * 2 * 64 ** 3 / (row.joint_ms * 1e6) / row.peak_gflops
     assert 0 < row.joint_s_per_measurement < 60 and row.flops == 2 * 64 ** 3 and float(saved["pct_peak"]) == pytest.approx(pct, rel=1e-3)
     assert "joint ms (tuning)" in (tmp_path / "results.md").read_text()
+
+
+def test_metaschedule_with_tvms_defaults_starts_from_no_expert_schedule(tmp_path, monkeypatch):
+    """The plain-TVM yardstick must not get the workbench's seed; the seeded one must."""
+    from workbench.engine.tuning import loop
+
+    seeded: list[str] = []
+    real = loop.measure_seed
+    monkeypatch.setattr(loop, "measure_seed", lambda task, *a: seeded.append(task.name) or real(task, *a))
+    w = bench.Workload("gmm_tiny", "matmul", (32, 32), (32, 32), {})
+    graph, op = bench.workload_graph(w)
+    values, timers = graph.random_inputs(), {}
+    for tuner, options in (("tvm_metaschedule", bench.TVM_DEFAULTS), ("metaschedule", {})):
+        ok, tuning_ms = bench._loop_only(w, graph, op, 4, tmp_path, dict(DEFAULT_TARGET), 0, tuner, 10.0, values,
+                                         timers, **options)
+        assert ok and tuning_ms > 0 and timers[tuner]() > 0
+    assert seeded == [op]  # once: the seeded tuner's
 
 
 def test_budget_zero_measures_the_expert_schedules_alone(tmp_path):

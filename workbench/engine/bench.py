@@ -1,6 +1,9 @@
 """The benchmark behind ``python -m workbench bench``: for each single-operator workload of a
 suite, in one run on one machine, (a) MetaSchedule loop-only on the default layout at a
-budget of B measurements, (b) the joint layout+loop tuner at the same total budget B,
+budget of B measurements, seeded by the op's expert schedule as our loop-only stage is, (a')
+MetaSchedule as TVM ships it (``TVM_DEFAULTS``: no seed, XGBoost random for its first 100
+measurements, 512 schedules a generation, 64 a batch), on the default layout at the same budget,
+(b) the joint layout+loop tuner at the same total budget B,
 (c) PyTorch on the CPU (best of NCHW and channels-last), (d) NumPy for GMM, (e) the op's expert
 schedule on the default layout, alone (the seed both tuners start from). Every kernel is checked
 against the reference before its time is reported; ``pct_peak`` is the joint kernel's useful
@@ -10,11 +13,12 @@ The tuners' figures come from an hour of tuning while the baselines take seconds
 of a shared machine would favour one or the other. So after tuning, the best kernel of each
 tuner and every baseline are measured again, interleaved (``interleave.remeasure``: A B C D,
 A B C D, ... for ``rounds`` rounds, a noisy contender once more, then flagged in ``noisy``).
-``metaschedule_ms``, ``joint_ms``, ``torch_ms`` and ``numpy_ms`` are those medians, with their
+``metaschedule_ms``, ``tvm_metaschedule_ms``, ``joint_ms``, ``torch_ms`` and ``numpy_ms`` are those medians, with their
 relative spreads ((max - min) / median) beside them; ``*_tuning_ms`` keep the tuners' own figures.
 
 Ratios above 1 mean the joint tuner is faster: ``joint_vs_metaschedule = (a)/(b)``,
-``joint_vs_torch = (c)/(b)``, both from the re-measured medians.
+``joint_vs_tvm_metaschedule = (a')/(b)``, ``joint_vs_torch = (c)/(b)``, all from the re-measured
+medians. Every kernel, MetaSchedule's included, is built by the workbench's code generation.
 """
 
 from __future__ import annotations
@@ -52,20 +56,27 @@ __all__ = ["Workload", "BenchRow", "Sidecar", "load_suite", "workload_graph", "r
            "machine_name"]
 
 #: the contenders measured again after tuning, in their interleaving order
-CONTENDERS = ("metaschedule", "joint", "expert", "torch", "numpy")
+CONTENDERS = ("metaschedule", "tvm_metaschedule", "joint", "expert", "torch", "numpy")
+#: MetaSchedule's own defaults (``ms.tune_tir``): what a user of plain TVM gets at a budget
+TVM_DEFAULTS = dict(expert_seed=False, warmup_samples=100, population_size=512, num_trials_per_iter=64)
 #: one timing sample lasts about this long (the call repeated as often as it takes)
 SAMPLE_MS = 50.0
 #: results.csv's columns (README and hooks read ``joint_vs_*``) and results.md's titles
-TITLES = {"workload": "workload", "op": "op", "budget": "budget", "metaschedule_ms": "MetaSchedule ms",
+TITLES = {"workload": "workload", "op": "op", "budget": "budget", "metaschedule_ms": "MetaSchedule (seeded) ms",
+          "tvm_metaschedule_ms": "MetaSchedule (TVM defaults) ms",
           "joint_ms": "joint ms", "joint_layout": "joint layout", "joint_conversions_ms": "conversions ms",
-          "torch_ms": "PyTorch ms", "numpy_ms": "NumPy ms", "joint_vs_metaschedule": "joint vs MetaSchedule",
+          "torch_ms": "PyTorch ms", "numpy_ms": "NumPy ms", "joint_vs_metaschedule": "joint vs MetaSchedule (seeded)",
           "joint_vs_torch": "joint vs PyTorch", "expert_ms": "expert ms (no search)",
           "expert_vs_torch": "expert vs PyTorch", "pct_peak": "joint % of peak",
-          "joint_with_conversions_vs_metaschedule": "joint+conversions vs MetaSchedule",
+          "joint_with_conversions_vs_metaschedule": "joint+conversions vs MetaSchedule (seeded)",
+          "joint_vs_tvm_metaschedule": "joint vs MetaSchedule (TVM defaults)",
+          "joint_with_conversions_vs_tvm_metaschedule": "joint+conversions vs MetaSchedule (TVM defaults)",
           "joint_s_per_measurement": "joint s / measurement",
           "joint_conversions_gbs": "conversions GB/s", "joint_conversions_pct_copy": "conversions % of copy",
-          "metaschedule_tuning_ms": "MetaSchedule ms (tuning)",
-          "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule spread",
+          "metaschedule_tuning_ms": "MetaSchedule (seeded) ms (tuning)",
+          "tvm_metaschedule_tuning_ms": "MetaSchedule (TVM defaults) ms (tuning)",
+          "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule (seeded) spread",
+          "tvm_metaschedule_spread": "MetaSchedule (TVM defaults) spread",
           "joint_spread": "joint spread", "expert_spread": "expert spread", "torch_spread": "PyTorch spread",
           "numpy_spread": "NumPy spread",
           "rounds": "rounds", "noisy": "noisy", "steal_pct": "steal %", "verified": "verified", "date": "date",
@@ -113,6 +124,9 @@ class BenchRow:
     joint_conversions_gbs: float | None = None  # their bytes / their time (None: no conversion)
     joint_conversions_pct_copy: float | None = None  # that rate against the machine's STREAM copy
     steal_pct: float | None = None  # the CPU time the hypervisor took during the re-measurement, percent
+    tvm_metaschedule_ms: float | None = None  # MetaSchedule with TVM's defaults, unseeded (None: not run)
+    tvm_metaschedule_spread: float | None = None
+    tvm_metaschedule_tuning_ms: float | None = None
 
     @property
     def pct_peak(self) -> float | None:
@@ -125,16 +139,27 @@ class BenchRow:
     def expert_vs_torch(self) -> float | None:
         return _ratio(self.torch_ms, self.expert_ms)
 
-    @property
-    def joint_with_conversions_vs_metaschedule(self) -> float | None:
-        """As ``joint_vs_metaschedule``, the joint layout paying its conversions (a single op must)."""
+    def _with_conversions(self) -> float | None:
+        """The joint kernel's time with its layout's conversions (a single op pays them)."""
         if self.joint_ms is None or self.joint_conversions_ms is None:
             return None
-        return _ratio(self.metaschedule_ms, self.joint_ms + self.joint_conversions_ms)
+        return self.joint_ms + self.joint_conversions_ms
+
+    @property
+    def joint_with_conversions_vs_metaschedule(self) -> float | None:
+        return _ratio(self.metaschedule_ms, self._with_conversions())
+
+    @property
+    def joint_with_conversions_vs_tvm_metaschedule(self) -> float | None:
+        return _ratio(self.tvm_metaschedule_ms, self._with_conversions())
 
     @property
     def joint_vs_metaschedule(self) -> float | None:
         return _ratio(self.metaschedule_ms, self.joint_ms)
+
+    @property
+    def joint_vs_tvm_metaschedule(self) -> float | None:
+        return _ratio(self.tvm_metaschedule_ms, self.joint_ms)
 
     @property
     def joint_vs_torch(self) -> float | None:
@@ -142,10 +167,14 @@ class BenchRow:
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for name in ("joint_vs_metaschedule", "joint_vs_torch", "expert_vs_torch", "pct_peak",
-                     "joint_with_conversions_vs_metaschedule"):
+        for name in RATIOS + ("pct_peak",):
             d[name] = getattr(self, name)
         return {k: d[k] for k in COLUMNS}
+
+
+#: the ratios a row derives (results.md's footer gives their geometric means)
+RATIOS = ("joint_vs_metaschedule", "joint_with_conversions_vs_metaschedule", "joint_vs_tvm_metaschedule",
+          "joint_with_conversions_vs_tvm_metaschedule", "joint_vs_torch", "expert_vs_torch")
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -374,20 +403,34 @@ def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, 
     return rows
 
 
+def _loop_only(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, target: dict, seed: int,
+               tuner: str, copy_gbs: float, values: dict[str, np.ndarray], timers: dict[str, Timer],
+               **options: Any) -> tuple[bool, float | None]:
+    """MetaSchedule loop-only on the default layout (``options``: how it differs from our loop
+    stage); its best kernel's timer goes to ``timers[tuner]``. Returns (verified, its tuning ms)."""
+    prog = make_program(graph)
+    res = tune_loops([TuneTask(op, prog.funcs[op], prog.flops[op])], target,
+                     out_dir / "work" / w.name / tuner, budget,
+                     TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_{tuner.replace('_', '-')}.jsonl",
+                                 seed=seed, isolated=False, **options), stage="loop")[op]
+    if res.best_ms is None:
+        return False, None
+    built, ok, _ = _tuned(graph, LayoutBook(), op, res.trace, target, copy_gbs)
+    timers[tuner] = kernel_timer(built, op, values)
+    return ok, res.best_ms
+
+
 def _tune_both(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, target: dict, search: str, seed: int,
                ceilings: Any, values: dict[str, np.ndarray], timers: dict[str, Timer],
                say: Callable[[str], None]) -> dict[str, Any]:
-    """Tune ``op`` with MetaSchedule alone and with the joint tuner, add both kernels' timers to
-    ``timers``, and return the row's tuning fields."""
-    say(f"{w.name}: MetaSchedule loop-only, budget {budget}")
-    prog = make_program(graph)
-    ms_res = tune_loops([TuneTask(op, prog.funcs[op], prog.flops[op])], target, out_dir / "work" / w.name / "ms",
-                        budget, TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_metaschedule.jsonl",
-                                            seed=seed, isolated=False), stage="loop")[op]
-    ok_a = False
-    if ms_res.best_ms is not None:
-        built_a, ok_a, _ = _tuned(graph, LayoutBook(), op, ms_res.trace, target, ceilings.copy_gbs)
-        timers["metaschedule"] = kernel_timer(built_a, op, values)
+    """Tune ``op`` with MetaSchedule alone (seeded, and with TVM's defaults) and with the joint
+    tuner, add the kernels' timers to ``timers``, and return the row's tuning fields."""
+    say(f"{w.name}: MetaSchedule loop-only, seeded, budget {budget}")
+    ok_a, ms_tuning = _loop_only(w, graph, op, budget, out_dir, target, seed, "metaschedule", ceilings.copy_gbs,
+                                 values, timers)
+    say(f"{w.name}: MetaSchedule loop-only, TVM's defaults, budget {budget}")
+    ok_t, tvm_tuning = _loop_only(w, graph, op, budget, out_dir, target, seed, "tvm_metaschedule",
+                                  ceilings.copy_gbs, values, timers, **TVM_DEFAULTS)
     say(f"{w.name}: joint layout+loop, budget {budget}")
     started = time.perf_counter()
     jr = joint_tune(graph, LayoutBook(), op, target, out_dir / "work" / w.name / "joint", budget,
@@ -398,10 +441,10 @@ def _tune_both(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, t
     moved, conv_ms = sum(r.bytes for r in rates), sum(r.latency_ms for r in rates)
     conv_gbs = moved / (conv_ms * 1e6) if conv_ms > 0 else None
     timers["joint"] = kernel_timer(built_b, op, values)
-    return dict(joint_layout=jr.best.label, joint_conversions_ms=conv_ms, verified=ok_a and ok_b,
+    return dict(joint_layout=jr.best.label, joint_conversions_ms=conv_ms, verified=ok_a and ok_t and ok_b,
                 joint_s_per_measurement=per_measurement, joint_conversions_gbs=conv_gbs,
                 joint_conversions_pct_copy=100 * conv_gbs / ceilings.copy_gbs if conv_gbs else None,
-                metaschedule_tuning_ms=ms_res.best_ms, joint_tuning_ms=jr.best_ms)
+                metaschedule_tuning_ms=ms_tuning, tvm_metaschedule_tuning_ms=tvm_tuning, joint_tuning_ms=jr.best_ms)
 
 
 def _fmt(v: Any) -> str:
@@ -440,10 +483,11 @@ def write_results(rows: list[BenchRow], out_dir: Path) -> tuple[Path, Path]:
                f"budget {rows[0].budget if rows else ''} measurements per tuner per workload. Times are medians "
                f"of {rows[0].rounds if rows else ROUNDS} interleaved rounds after tuning (spread: (max - min) / "
                f"median; noisy: above {NOISE:.0%} even when measured again); the tuning columns are the tuners' own.")
-    gm = {k: _fmt(_geomean([getattr(r, k) for r in rows])) for k in
-          ("joint_vs_metaschedule", "joint_vs_torch", "expert_vs_torch", "joint_with_conversions_vs_metaschedule")}
-    footer = (f"Geometric mean, joint vs MetaSchedule: {gm['joint_vs_metaschedule']}x "
-              f"({gm['joint_with_conversions_vs_metaschedule']}x with the joint layout's conversions); "
+    gm = {k: _fmt(_geomean([getattr(r, k) for r in rows])) for k in RATIOS}
+    footer = (f"Geometric mean, joint vs MetaSchedule seeded by the expert schedule: {gm['joint_vs_metaschedule']}x "
+              f"({gm['joint_with_conversions_vs_metaschedule']}x with the joint layout's conversions); joint vs "
+              f"MetaSchedule with TVM's defaults: {gm['joint_vs_tvm_metaschedule']}x "
+              f"({gm['joint_with_conversions_vs_tvm_metaschedule']}x with the conversions); "
               f"joint vs PyTorch: {gm['joint_vs_torch']}x; expert schedule alone vs PyTorch: "
               f"{gm['expert_vs_torch']}x (above 1: ours is faster).")
     shown = [k for k in COLUMNS if k not in ("date", "machine")]  # those two are in the heading
