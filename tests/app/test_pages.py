@@ -72,6 +72,20 @@ def test_the_layouts_page_draws_its_open_tab_alone_and_keeps_the_others_choice(a
     assert preset_form(at).selectbox(key="preset_name").value == "alt_tiled"
 
 
+def test_alt_tiled_can_keep_the_output_layout_from_its_checkbox(at):
+    """Unticking tile_out previews one conversion op fewer and records the choice in the step."""
+    preset_form(at)
+    at.selectbox(key="preset_name").set_value("alt_tiled").run()
+    conversions = lambda: next(c.value for c in at.caption if c.value.startswith("after propagation"))  # noqa: E731
+    tiled = conversions()
+    at.checkbox(key="pp_tile_out").uncheck().run()
+    assert conversions() != tiled and int(conversions().split()[2]) == int(tiled.split()[2]) - 1
+    at.button(key="apply_preset").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (step,) = session(at).steps
+    assert step.kwargs["tile_out"] is False
+
+
 def test_a_preset_on_a_tensor_that_has_a_layout_says_why_in_the_users_terms(at):
     preset_form(at)
     at.selectbox(key="preset_name").set_value("alt_tiled").run()

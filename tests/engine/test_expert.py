@@ -80,9 +80,12 @@ LAYOUTS = {
                                     + preset_actions(g, "channels_last", f"data@{op}")),
     "blocked": lambda g, op: preset_actions(g, "blocked", op, factor=8),
     "alt_tiled": lambda g, op: preset_actions(g, "alt_tiled", op, tiles=3, ot=8, it=4),
+    # ALT's tiled input and weight, the output kept in its layout (written from the register tile)
+    "alt_tiled_in": lambda g, op: preset_actions(g, "alt_tiled", op, tiles=3, ot=8, it=4, tile_out=False),
     "nkn": lambda g, op: preset_actions(g, "nkn", op, m=4, n=16),
 }
-PAIRS = [(c, lay) for c in CASES if c != "gmm" for lay in ("default", "channels_last", "blocked", "alt_tiled")
+PAIRS = [(c, lay) for c in CASES if c != "gmm" for lay in ("default", "channels_last", "blocked", "alt_tiled",
+                                                           "alt_tiled_in")
          if not (c.startswith("t") and lay == "channels_last")] + [("gmm", "default"), ("gmm", "nkn")]
 
 
@@ -265,6 +268,20 @@ def test_a_stride_2_conv_with_many_channel_rows_matches_the_reference(target: di
         tvm.compile(prog.module(), target=target_from(AVX512))
 
 
+def test_a_tile_whose_vector_is_not_the_outputs_contiguous_dim_is_stored_vector_last() -> None:
+    """ALT's tiled input and weight with the output kept in NCHW: the vector is the output
+    channels, so the register tile is stored channels-last (each of its vectors contiguous); on
+    NCHW alone the vector is the output's rows and the tile keeps the output's layout."""
+    graph, op = _conv_graph(2, 8, 32, 9, 3, padding=1)
+    acts = preset_actions(graph, "alt_tiled", op, tiles=3, ot=16, it=4, tile_out=False)
+    prog, steps = _expert(make_program(graph, apply_actions(graph, LayoutBook(), acts)), HOST)
+    assert prog.build(HOST).verify().ok
+    (tl,) = [s for ss in steps.values() for s in ss if s.primitive == "transform_layout"]
+    assert tl.kwargs["perm"] == [0, 2, 3, 1] and tl.kwargs["factors"] == [1, 1, 1, 1]
+    _, steps = _expert(_program("c2d_pad", "default"), HOST)
+    assert not [s for ss in steps.values() for s in ss if s.primitive == "transform_layout"]
+
+
 def test_epilogue_is_applied_on_the_tile() -> None:
     prog = _program("c2d", "default")
     kernel = next(k for k in prog.plan.kernels if "conv" in k.ops)
@@ -342,7 +359,8 @@ def test_transposed_conv_on_its_stored_layout_runs_by_stride_phase(cin, cout, si
     prog = make_program(g)
     func = prog.funcs["tconv"]
     steps = expert_steps(func, "tconv", HOST)
-    layouts = [s for s in steps if s.primitive == "transform_layout"]
+    # stored by phase (factors of the stride; all-ones factors only move the vector's dim last)
+    layouts = [s for s in steps if s.primitive == "transform_layout" and set(s.get("factors")) != {1}]
     assert bool(layouts) == phased
     if phased:
         assert [s.get("factors") for s in steps if s.primitive == "split"][:2] == [[None, stride]] * 2

@@ -516,6 +516,22 @@ def test_alt_tiled_fits_strides_wider_than_the_kernel_and_tiles_wider_than_the_o
     assert make_program(g, book).build(TARGET).verify(g.random_inputs(seed=3)).ok
 
 
+def test_alt_tiled_can_leave_the_output_in_its_layout():
+    """``tile_out=False``: input and weight as ALT's template makes them, the output as it was, so
+    the program has no conversion after the conv and still computes the conv."""
+    g = zoo.load("r18_stem")
+    tiled = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16], ot=32, it=3))
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16], ot=32, it=3,
+                                                         tile_out=False))
+    assert current(g, book, "conv").shape == g.tensor("conv").shape
+    for key in ("pad@conv", "conv.weight"):
+        assert current(g, book, key).shape == current(g, tiled, key).shape
+    assert len(make_program(g, book).plan.kernels) == len(make_program(g, tiled).plan.kernels) - 1
+    assert make_program(g, book).build(TARGET).verify(g.random_inputs(seed=4)).ok
+    with pytest.raises(LayoutError, match="tile_out must be true or false, got 'no'"):
+        preset_actions(g, "alt_tiled", "conv", tile_out="no")
+
+
 def test_nkn_tiles_a_gmm_and_a_batched_gmm():
     g = zoo.load("gmm", m=64, n=48, k=32)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "nkn", "gmm", m=16, n=16))

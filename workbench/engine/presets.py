@@ -54,14 +54,19 @@ def _tile_perm(nd: int) -> list[int]:
 
 
 def alt_tiled(graph: Graph, op: str, tiles: list[int] | int = 4, ot: int = 16, it: int = 16,
-              wot: int | None = None, wit: int | None = None) -> list[Step]:
+              wot: int | None = None, wit: int | None = None, tile_out: bool = True) -> list[Step]:
     """ALT's one-level conv template (paper section 5): output N(H/ht)(W/wt)(O/ot) ht wt ot,
     input N(H/ht)(W/wt)(I/it)(ht+KH-1)(wt+KW-1) it through unfold (overlapped tiles, so each
     output tile reads one contiguous input tile), weight (O/ot)(I/it) KH KW it ot (a transposed
-    conv's weight, stored (I, O, KH, KW), takes the same form: its output channels innermost)."""
+    conv's weight, stored (I, O, KH, KW), takes the same form: its output channels innermost).
+    ``tile_out=False`` leaves the output's layout as it is: the conv writes it from its register
+    tile, with no conversion after it (ALT's output conversion fused into the kernel), where the
+    tiled output would be converted back for a consumer or the graph's output."""
     node = graph.node(op)
     if not node.type.startswith("conv"):
         raise LayoutError(f"alt_tiled applies to convolutions; {op} is {node.label}")
+    if not isinstance(tile_out, bool):
+        raise LayoutError(f"alt_tiled's tile_out must be true or false, got {tile_out!r}")
     x, w = node.inputs[:2]
     out_shape = graph.tensors[op].shape
     nd = len(out_shape) - 2
@@ -76,10 +81,11 @@ def alt_tiled(graph: Graph, op: str, tiles: list[int] | int = 4, ot: int = 16, i
     # (unclipped, the unfold's stride tl*s outgrew its tile and the preset was refused).
     tl = [min(t, n) for t, n in zip(tl, out_shape[2:])]
     acts: list[Step] = []
-    for j in reversed(range(nd)):
-        acts.append(_step(op, "split", {"dim": 2 + j, "factors": [-1, tl[j]]}))
-    acts += [_step(op, "split", {"dim": 1, "factors": [-1, min(ot, out_shape[1])]}),
-             _step(op, "reorder", {"perm": _tile_perm(nd)})]
+    if tile_out:
+        for j in reversed(range(nd)):
+            acts.append(_step(op, "split", {"dim": 2 + j, "factors": [-1, tl[j]]}))
+        acts += [_step(op, "split", {"dim": 1, "factors": [-1, min(ot, out_shape[1])]}),
+                 _step(op, "reorder", {"perm": _tile_perm(nd)})]
     view = f"{x}@{op}"
     if node.type.startswith("conv_transpose"):
         acts += blocked(graph, view, min(it, cin))
@@ -165,7 +171,7 @@ class Preset:
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("channels_last", channels_last, "tensor"),
     Preset("blocked", blocked, "tensor", defaults={"factor": 16}),
-    Preset("alt_tiled", alt_tiled, "op", ("conv",), {"tiles": 4, "ot": 16, "it": 16}),
+    Preset("alt_tiled", alt_tiled, "op", ("conv",), {"tiles": 4, "ot": 16, "it": 16, "tile_out": True}),
     Preset("nkn", nkn, "op", ("matmul",), {"m": 16, "n": 16}),
 )}
 

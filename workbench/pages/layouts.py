@@ -97,6 +97,8 @@ if preset_tab.open:
                     if p == "tiles":
                         params[p] = parse_ints(st.text_input("tiles (one per spatial dim, e.g. ht, wt)", "4, 16",
                                                              key="pp_tiles"), "tiles")
+                    elif isinstance(d, bool):
+                        params[p] = st.checkbox(p, d, key=f"pp_{p}")
                     else:
                         params[p] = int(st.number_input(p, 1, 4096, int(d), key=f"pp_{p}"))
             acts = preset_actions(graph, name, target, **params)

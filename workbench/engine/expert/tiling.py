@@ -369,6 +369,20 @@ def _phase_layout(periods: list[int]) -> tuple[list[int], list[int]]:
     return list(periods), kept + inner + outer
 
 
+def _vector_last(a: Analysis, t: Tile) -> tuple[list[int], list[int]] | None:
+    """``transform_layout``'s factors and perm that store the register tile with the vector
+    loop's dim innermost, where the output is stored as its loops run but not contiguous along
+    the vector (ALT's tiled input and weight with the output kept in NCHW, ``tile_out=False``:
+    the output channels are the vector; an output alone in NHWC or NCHW16c over an NCHW input:
+    the vector is the input's rows). Stored as the output is, each of the tile's vectors would
+    have its lanes a row apart (those convs ran 1.6-17x slower)."""
+    names = [lp.name for lp in a.spatial]
+    if t.vector not in names or a.write.strides.get(t.vector) == 1 or not _plain_write(a):
+        return None
+    k = names.index(t.vector)
+    return [1] * len(names), [i for i in range(len(names)) if i != k] + [k]
+
+
 def _gathers(a: Analysis, lanes: int) -> bool:
     """Whether the vector loop the template would pick gathers one of its reads."""
     vector, _ = _vector_loop(a, lanes)
@@ -670,6 +684,8 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int, core
             b.do("fuse", block=m, loops=outer[:k])
             outer = ["_".join(outer[:k]) + "_fused"] + outer[k:]
     out = a.write.buffer
+    if not phases:  # (split by phase, the loops no longer map one to one onto the output's dims)
+        tile_layout = tile_layout or _vector_last(a, t)
     b.do("cache_write", block=m, write_index=0, scope="local")
     if tile_layout:
         b.do("transform_layout", block=m, write_index=0, factors=tile_layout[0], perm=tile_layout[1])
