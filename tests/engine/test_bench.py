@@ -153,6 +153,14 @@ def test_metaschedule_with_tvms_defaults_starts_from_no_expert_schedule(tmp_path
     seeded: list[str] = []
     real = loop.measure_seed
     monkeypatch.setattr(loop, "measure_seed", lambda task, *a: seeded.append(task.name) or real(task, *a))
+    searches: list[tuple] = []  # (population, generations, batch, warm-up) of each MetaSchedule run
+    real_search = loop._tune_one
+
+    def search(task, tgt, work_dir, trials, per_iter, rand, machinery, callback, population, generations=3):
+        searches.append((population, generations, per_iter, machinery[3].num_warmup_samples))
+        return real_search(task, tgt, work_dir, trials, per_iter, rand, machinery, callback, population, generations)
+
+    monkeypatch.setattr(loop, "_tune_one", search)
     w = bench.Workload("gmm_tiny", "matmul", (32, 32), (32, 32), {})
     graph, op = bench.workload_graph(w)
     values, timers = graph.random_inputs(), {}
@@ -161,6 +169,10 @@ def test_metaschedule_with_tvms_defaults_starts_from_no_expert_schedule(tmp_path
                                          timers, **options)
         assert ok and tuning_ms > 0 and timers[tuner]() > 0
     assert seeded == [op]  # once: the seeded tuner's
+    defaults = bench.TVM_DEFAULTS
+    assert searches[0] == (defaults["population_size"], defaults["genetic_num_iters"], 4,  # (the budget: 4)
+                           defaults["warmup_samples"]) == (512, 4, 4, 100)
+    assert searches[1] == (128, 3, 3, 8)  # the workbench's own search (its seed took one of the 4)
 
 
 def test_budget_zero_measures_the_expert_schedules_alone(tmp_path):

@@ -5,7 +5,7 @@ MetaSchedule as TVM ships it (``TVM_DEFAULTS``: no seed, XGBoost random for its 
 measurements, 512 schedules a generation, 64 a batch), on the default layout at the same budget,
 (b) the joint layout+loop tuner at the same total budget B,
 (c) PyTorch on the CPU (best of NCHW and channels-last), (d) NumPy for GMM, (e) the op's expert
-schedule on the default layout, alone (the seed both tuners start from). Every kernel is checked
+schedule on the default layout, alone (the seed the joint tuner and (a) start from). Every kernel is checked
 against the reference before its time is reported; ``pct_peak`` is the joint kernel's useful
 FLOP rate against the machine's measured FMA peak (``ceilings``).
 
@@ -30,6 +30,7 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -52,13 +53,18 @@ from .tuning.options import TuneOptions
 from .tuning.progress import read_progress
 from .tuning.records import TuneTask
 
-__all__ = ["Workload", "BenchRow", "Sidecar", "load_suite", "workload_graph", "run_bench", "write_results",
-           "machine_name"]
+__all__ = ["Workload", "BenchRow", "Sidecar", "TVM_DEFAULTS", "load_suite", "workload_graph", "run_bench",
+           "write_results", "machine_name"]
 
 #: the contenders measured again after tuning, in their interleaving order
 CONTENDERS = ("metaschedule", "tvm_metaschedule", "joint", "expert", "torch", "numpy")
-#: MetaSchedule's own defaults (``ms.tune_tir``): what a user of plain TVM gets at a budget
-TVM_DEFAULTS = dict(expert_seed=False, warmup_samples=100, population_size=512, num_trials_per_iter=64)
+#: MetaSchedule's own search defaults (``ms.tune_tir``): no seed, XGBoost scores at random until it
+#: holds 100 measurements (at budget 128 in batches of 64: every batch), 512 schedules a
+#: generation, 4 generations. What stays the workbench's: candidates built by its code generation
+#: and timed in this process by ``tuning.runner`` (3 repeats of 20 ms, TVM's 1 of 100 ms x 3),
+#: seed 0
+TVM_DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(expert_seed=False, warmup_samples=100, population_size=512,
+                                                        genetic_num_iters=4, num_trials_per_iter=64))
 #: one timing sample lasts about this long (the call repeated as often as it takes)
 SAMPLE_MS = 50.0
 #: results.csv's columns (README and hooks read ``joint_vs_*``) and results.md's titles
@@ -116,7 +122,7 @@ class BenchRow:
     numpy_spread: float | None = None
     rounds: int = 0  # interleaved rounds per set
     noisy: str = ""  # the contenders whose spread stayed above the threshold, comma-separated
-    expert_ms: float | None = None  # the default layout's expert schedule alone (the tuners' seed)
+    expert_ms: float | None = None  # the default layout's expert schedule alone (the seeded tuners' seed)
     expert_spread: float | None = None
     flops: int = 0  # the op's useful FLOPs
     peak_gflops: float | None = None  # the machine's measured FMA peak (ceilings)
@@ -147,6 +153,7 @@ class BenchRow:
 
     @property
     def joint_with_conversions_vs_metaschedule(self) -> float | None:
+        """As ``joint_vs_metaschedule``, the joint layout paying its conversions (a single op must)."""
         return _ratio(self.metaschedule_ms, self._with_conversions())
 
     @property
@@ -363,8 +370,8 @@ def _remeasured_fields(got: Mapping[str, Remeasured], rounds: int) -> dict[str, 
 
 def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *, search: str = "model",
               seed: int = 0, rounds: int = ROUNDS, on_step: Callable[[str], None] | None = None) -> list[BenchRow]:
-    """Run every workload: tune with both tuners, then re-measure their best kernels and the
-    baselines interleaved (``rounds`` rounds). Progress lines go to
+    """Run every workload: tune with each tuner (both MetaSchedules, the joint tuner), then
+    re-measure their best kernels and the baselines interleaved (``rounds`` rounds). Progress lines go to
     ``out_dir/progress/<workload>_<tuner>.jsonl``."""
     out_dir = Path(out_dir)
     (out_dir / "progress").mkdir(parents=True, exist_ok=True)
@@ -384,7 +391,7 @@ def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, 
         graph, op = workload_graph(w)
         values = graph.random_inputs()
         timers: dict[str, Timer] = {}
-        tuned = _tune_both(w, graph, op, budget, out_dir, target, search, seed, ceilings, values, timers, say) \
+        tuned = _tune_all(w, graph, op, budget, out_dir, target, search, seed, ceilings, values, timers, say) \
             if budget > 0 else {"verified": True}
         built_e, ok_e, _ = _tuned(graph, LayoutBook(), op, None, target, ceilings.copy_gbs)
         timers["expert"] = kernel_timer(built_e, op, values)
@@ -420,7 +427,7 @@ def _loop_only(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, t
     return ok, res.best_ms
 
 
-def _tune_both(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, target: dict, search: str, seed: int,
+def _tune_all(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, target: dict, search: str, seed: int,
                ceilings: Any, values: dict[str, np.ndarray], timers: dict[str, Timer],
                say: Callable[[str], None]) -> dict[str, Any]:
     """Tune ``op`` with MetaSchedule alone (seeded, and with TVM's defaults) and with the joint

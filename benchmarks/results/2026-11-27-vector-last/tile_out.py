@@ -17,7 +17,7 @@ g, op = workload_graph(w)
 params = dict(tiles=json.loads(sys.argv[2]), ot=int(sys.argv[3]), it=int(sys.argv[4]))
 acts = preset_actions(g, "alt_tiled", op, **params)
 nd = len(g.tensors[op].shape) - 2
-variants = {"tiled_out": acts, "nchw_out": acts[nd + 2:]}
+variants = {"tiled_out": acts, "nchw_out": preset_actions(g, "alt_tiled", op, **params, tile_out=False)}
 assert all(a.target != op for a in variants["nchw_out"]), variants["nchw_out"]
 vals = g.random_inputs()
 for name, a in variants.items():

@@ -684,11 +684,12 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int, core
             b.do("fuse", block=m, loops=outer[:k])
             outer = ["_".join(outer[:k]) + "_fused"] + outer[k:]
     out = a.write.buffer
-    if not phases:  # (split by phase, the loops no longer map one to one onto the output's dims)
-        tile_layout = tile_layout or _vector_last(a, t)
     b.do("cache_write", block=m, write_index=0, scope="local")
     if tile_layout:
         b.do("transform_layout", block=m, write_index=0, factors=tile_layout[0], perm=tile_layout[1])
+    elif not phases and (last := _vector_last(a, t)):  # (split by phase, the loops are not the output's dims)
+        # attempted: an imported kernel's loops need not map one to one onto its output's dims
+        b.attempt("transform_layout", block=m, write_index=0, factors=last[0], perm=last[1])
     for blk in a.after:  # the epilogue, applied on the tile as it is written back
         b.attempt("reverse_compute_inline", block=blk)
     copy = f"{out}_local"

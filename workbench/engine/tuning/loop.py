@@ -109,7 +109,8 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
                 if want > callback.done - done[task.name]:
                     rest = want - (callback.done - done[task.name])
                     _tune_one(task, tgt, work_dir, rest, min(options.num_trials_per_iter, rest), rand[i],
-                              (builder, runner, db, model), callback, options.population_size)
+                              (builder, runner, db, model), callback, options.population_size,
+                              options.genetic_num_iters)
                 measured = callback.done - done[task.name]
                 carry, left = want - measured, left - measured
         rpc = options.rpc
@@ -130,12 +131,13 @@ def _callbacks(progress: ProgressWriter) -> list:
 
 
 def _tune_one(task: TuneTask, target: tvm.target.Target, work_dir: Path, trials: int, per_iter: int, rand: int,
-              machinery: tuple[Any, Any, Any, Any], callback: ProgressWriter, population: int) -> None:
+              machinery: tuple[Any, Any, Any, Any], callback: ProgressWriter, population: int,
+              generations: int = 3) -> None:
     """One task's MetaSchedule run; ``machinery`` is its (builder, runner, database, cost model)."""
     builder, runner, db, model = machinery
     # TVM's population of 512 made the search ~80% of a measurement's time (ms.Profiler): the
     # budgets here are 64-256 measurements, a smaller population explores them as well
-    search = ms.search_strategy.EvolutionarySearch(population_size=population, genetic_num_iters=3,
+    search = ms.search_strategy.EvolutionarySearch(population_size=population, genetic_num_iters=generations,
                                                    init_min_unmeasured=min(50, population // 2))
     ctx = ms.TuneContext(mod=tvm.IRModule({"main": task.func}), target=target, space_generator="post-order-apply",
                          search_strategy=search, task_name=task.name, rand_state=rand)

@@ -50,6 +50,8 @@ class TuneOptions:
     warmup_samples : int
         Measurements before MetaSchedule's XGBoost model ranks candidates (TVM's default, 100,
         makes a search of a 64-measurement budget random).
+    genetic_num_iters : int
+        Generations of mutation the evolutionary search runs per batch (TVM's default: 4).
     population_size : int
         Schedules the evolutionary search evolves per batch (TVM's default, 512, spends most of
         a measurement's time searching).
@@ -72,6 +74,7 @@ class TuneOptions:
     expert_seed: bool = True
     warmup_samples: int = 8
     population_size: int = 128
+    genetic_num_iters: int = 3
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
