@@ -114,9 +114,9 @@ def test_a_noisy_contender_is_measured_again_then_flagged_if_still_noisy():
 
 def test_a_row_reports_remeasured_figures_beside_the_tuning_ones():
     log: list[str] = []
-    got = remeasure(scripted({"metaschedule": [2.0] * 2, "joint": [1.0] * 2, "torch": [0.5, 1.0] * 2}, log),
-                    rounds=2)
-    row = bench.BenchRow("w", "conv2d", 8, joint_layout="default", joint_conversions_ms=0.0, verified=True,
+    got = remeasure(scripted({"metaschedule": [2.0] * 2, "joint": [1.0] * 2, "joint_conversions": [0.25] * 2,
+                              "torch": [0.5, 1.0] * 2}, log), rounds=2)
+    row = bench.BenchRow("w", "conv2d", 8, joint_layout="alt_tiled()", verified=True,
                          date="d", machine="m", metaschedule_tuning_ms=1.5, joint_tuning_ms=0.9,
                          **bench._remeasured_fields(got, 2))
     d = row.as_dict()
@@ -124,6 +124,7 @@ def test_a_row_reports_remeasured_figures_beside_the_tuning_ones():
     assert (d["metaschedule_ms"], d["joint_ms"], d["numpy_ms"], d["numpy_spread"]) == (2.0, 1.0, None, None)
     assert d["joint_vs_metaschedule"] == 2.0 and d["joint_vs_torch"] == pytest.approx(0.75)
     assert (d["metaschedule_tuning_ms"], d["joint_tuning_ms"], d["noisy"]) == (1.5, 0.9, "torch")
+    assert d["joint_conversions_ms"] == 0.25 and d["joint_with_conversions_vs_metaschedule"] == 1.6
 
 
 def test_a_tiny_bench_remeasures_every_contender(tmp_path):
@@ -132,7 +133,11 @@ def test_a_tiny_bench_remeasures_every_contender(tmp_path):
     (row,) = bench.run_bench([w], 8, tmp_path, dict(DEFAULT_TARGET), rounds=3, on_step=steps.append)
     assert row.verified and "interleaved, 3 rounds" in steps[-1]
     for name in bench.CONTENDERS:
-        assert getattr(row, f"{name}_ms") > 0 and getattr(row, f"{name}_spread") >= 0
+        if name != "joint_conversions":
+            assert getattr(row, f"{name}_ms") > 0 and getattr(row, f"{name}_spread") >= 0
+    # the joint layout's conversions are a contender of their own, none for the default layout
+    assert (row.joint_conversions_ms > 0) == (row.joint_layout != "default")
+    assert (row.joint_conversions_gbs is None) == (row.joint_layout == "default")
     assert row.metaschedule_tuning_ms > 0 and row.joint_tuning_ms > 0 and row.rounds == 3
     with (tmp_path / "results.csv").open() as f:
         (saved,) = list(csv.DictReader(f))
@@ -165,8 +170,8 @@ def test_metaschedule_with_tvms_defaults_starts_from_no_expert_schedule(tmp_path
     graph, op = bench.workload_graph(w)
     values, timers = graph.random_inputs(), {}
     for tuner, options in (("tvm_metaschedule", bench.TVM_DEFAULTS), ("metaschedule", {})):
-        ok, tuning_ms = bench._loop_only(w, graph, op, 4, tmp_path, dict(DEFAULT_TARGET), 0, tuner, 10.0, values,
-                                         timers, **options)
+        ok, tuning_ms = bench._loop_only(w, graph, op, 4, tmp_path, dict(DEFAULT_TARGET), 0, tuner, values, timers,
+                                         **options)
         assert ok and tuning_ms > 0 and timers[tuner]() > 0
     assert seeded == [op]  # once: the seeded tuner's
     defaults = bench.TVM_DEFAULTS
@@ -232,7 +237,6 @@ def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic
     import tvm_ffi
 
     from workbench.engine.book import LayoutBook
-    from workbench.engine.ceilings import get_ceilings
     from workbench.engine.expert.convert import scheduled_conversions
     from workbench.engine.keys import apply_actions
     from workbench.engine.presets import preset_actions
@@ -242,13 +246,19 @@ def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic
     graph, op = bench.workload_graph(w)
     target = dict(DEFAULT_TARGET)
     book = apply_actions(graph, LayoutBook(), preset_actions(graph, "alt_tiled", op))
-    built, ok, rates = bench._tuned(graph, book, op, None, target, get_ceilings(target).copy_gbs)
-    assert ok and len(rates) >= 2  # into the tiled layout and back (and the weights)
+    built, ok = bench._tuned(graph, book, op, None, target)
+    names = [k.name for k in built.program.plan.kernels if k.conversion is not None]
+    assert ok and len(names) >= 2  # into the tiled layout and back (and the weights)
     want = scheduled_conversions(make_program(graph, book), target)
-    assert set(want) == {r.name for r in rates}
+    assert set(want) == set(names)
     for name, func in want.items():
         assert tvm_ffi.structural_equal(built.program.funcs[name], func)
         assert "T.parallel" in func.script()  # scheduled: the unscheduled nest has no parallel loop
+    # the column's timer: every conversion kernel, added up
+    timer = bench.conversions_timer(built, graph.random_inputs(), min_ms=5.0)
+    each = [bench.kernel_timer(built, name, graph.random_inputs(), min_ms=5.0)() for name in names]
+    assert timer() == pytest.approx(sum(each), rel=0.5) and bench.conversions_timer(
+        bench._tuned(graph, LayoutBook(), op, None, target)[0], graph.random_inputs()) is None
 
 
 def test_the_search_study_table_has_each_run_and_the_geometric_mean(tmp_path):
