@@ -45,7 +45,7 @@ from .keys import apply_actions
 from .program import Built, make_program
 from .ceilings import get_ceilings
 from .conversions import conversion_bytes
-from .targets import cpu_name
+from .targets import cpu_name, target_cores
 from .timing import NOISE
 from .tuning.joint import joint_tune
 from .tuning.loop import tune_loops
@@ -392,7 +392,7 @@ def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, 
                say: Callable[[str], None], sidecar: Sidecar) -> list[BenchRow]:
     rows = []
     date, machine = _dt.date.today().isoformat(), machine_name()
-    threads = int(target.get("num-cores", os.cpu_count() or 1))
+    threads = target_cores(target)
     say("this machine's FMA peak and bandwidth (cached per CPU)")
     ceilings = get_ceilings(target)
     for w in suite:

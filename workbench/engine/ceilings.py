@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .asm import innermost_loops, stack_accesses  # noqa: F401 (re-exported: the peak kernel's checks)
-from .targets import cpu_name, resolve_target, target_from, vector_unit
+from .targets import cpu_name, resolve_target, target_cores, target_from, vector_unit
 
 __all__ = ["Ceilings", "Yardstick", "PeakKernel", "FMA_PORTS", "FMA_LATENCY", "YARDSTICK_N", "get_ceilings",
            "measure_ceilings", "format_ceilings", "cache_info", "cpu_clock", "peak_kernel_shape", "peak_kernel",
@@ -378,7 +378,7 @@ def _stream_bytes(caches: Mapping[str, int]) -> int:
 def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceilings:
     """Measure now (a few seconds): peak, bandwidth, and the library yardstick."""
     caches, line, note = cache_info()
-    cores = int(target.get("num-cores", os.cpu_count() or 1))
+    cores = target_cores(target)
     llc, size = max(caches.values()), _stream_bytes(caches)
     if size < 4 * llc:
         note = (note + "; " if note else "") + (f"the OS reports a {llc // _MIB} MiB last-level cache: the bandwidth "

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from .bench import Sidecar, _fmt, _geomean, call_timer, machine_name, write_tables
 from .interleave import ROUNDS, Timer, remeasure
+from .targets import target_cores
 
 __all__ = ["CONTENDERS", "KERNEL_COLUMNS", "NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_kernel_times",
            "write_network_results"]
@@ -209,7 +209,7 @@ def run_network_bench(names: tuple[str, ...], budget: int, out_dir: Path, target
     (``write_kernel_times``). ``contenders`` picks some of them (PyTorch always runs)."""
     say = on_step or (lambda s: None)
     out_dir = Path(out_dir)
-    threads = int(target.get("num-cores", os.cpu_count() or 1))
+    threads = target_cores(target)
     rows: list[dict] = []
     with Sidecar() as sidecar:  # PyTorch and ONNX Runtime timed in a process of their own (see Sidecar)
         for name in names:
