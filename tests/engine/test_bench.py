@@ -114,17 +114,20 @@ def test_a_noisy_contender_is_measured_again_then_flagged_if_still_noisy():
 
 def test_a_row_reports_remeasured_figures_beside_the_tuning_ones():
     log: list[str] = []
-    got = remeasure(scripted({"metaschedule": [2.0] * 2, "joint": [1.0] * 2, "joint_conversions": [0.25] * 2,
-                              "torch": [0.5, 1.0] * 2}, log), rounds=2)
+    got = remeasure(scripted({"metaschedule": [2.0] * 2, "loop_only": [1.5] * 2, "joint": [1.0] * 2,
+                              "joint_conversions": [0.25] * 2, "torch": [0.5, 1.0] * 2}, log), rounds=2)
     row = bench.BenchRow("w", "conv2d", 8, joint_layout="alt_tiled()", verified=True,
                          date="d", machine="m", metaschedule_tuning_ms=1.5, joint_tuning_ms=0.9,
-                         **bench._remeasured_fields(got, 2))
+                         flops=3_000_000, peak_gflops=4.0, **bench._remeasured_fields(got, 2))
     d = row.as_dict()
     assert list(d) == bench.COLUMNS
     assert (d["metaschedule_ms"], d["joint_ms"], d["numpy_ms"], d["numpy_spread"]) == (2.0, 1.0, None, None)
     assert d["joint_vs_metaschedule"] == 2.0 and d["joint_vs_torch"] == pytest.approx(0.75)
     assert (d["metaschedule_tuning_ms"], d["joint_tuning_ms"], d["noisy"]) == (1.5, 0.9, "torch")
     assert d["joint_conversions_ms"] == 0.25 and d["joint_with_conversions_vs_metaschedule"] == 1.6
+    assert d["joint_vs_loop_only"] == 1.5 and d["joint_with_conversions_vs_loop_only"] == 1.2
+    # 3 MFLOP in 1.5 ms: 2 GFLOP/s of a 4 GFLOP/s peak; the joint kernel's 3 GFLOP/s
+    assert (d["loop_only_pct_peak"], d["pct_peak"]) == (pytest.approx(50.0), pytest.approx(75.0))
 
 
 def test_a_tiny_bench_remeasures_every_contender(tmp_path):
@@ -144,15 +147,16 @@ def test_a_tiny_bench_remeasures_every_contender(tmp_path):
     assert float(saved["joint_vs_torch"]) == pytest.approx(row.torch_ms / row.joint_ms, rel=1e-3)
     assert float(saved["joint_vs_metaschedule"]) == pytest.approx(row.metaschedule_ms / row.joint_ms, rel=1e-3)
     assert float(saved["expert_vs_torch"]) == pytest.approx(row.torch_ms / row.expert_ms, rel=1e-3)
-    assert float(saved["joint_vs_tvm_metaschedule"]) == pytest.approx(row.tvm_metaschedule_ms / row.joint_ms, rel=1e-3)
-    assert row.tvm_metaschedule_tuning_ms > 0 and (tmp_path / "progress" / "gmm_tiny_tvm-metaschedule.jsonl").exists()
+    assert float(saved["joint_vs_loop_only"]) == pytest.approx(row.loop_only_ms / row.joint_ms, rel=1e-3)
+    assert row.loop_only_tuning_ms > 0 and (tmp_path / "progress" / "gmm_tiny_loop-only.jsonl").exists()
+    assert (tmp_path / "progress" / "gmm_tiny_metaschedule.jsonl").exists()
     pct = 100 * 2 * 64 ** 3 / (row.joint_ms * 1e6) / row.peak_gflops
     assert 0 < row.joint_s_per_measurement < 60 and row.flops == 2 * 64 ** 3 and float(saved["pct_peak"]) == pytest.approx(pct, rel=1e-3)
     assert "joint ms (tuning)" in (tmp_path / "results.md").read_text()
 
 
 def test_metaschedule_with_tvms_defaults_starts_from_no_expert_schedule(tmp_path, monkeypatch):
-    """The plain-TVM yardstick must not get the workbench's seed; the seeded one must."""
+    """The plain-TVM yardstick must not get the workbench's seed; the loop-only stage must."""
     from workbench.engine.tuning import loop
 
     seeded: list[str] = []
@@ -169,7 +173,7 @@ def test_metaschedule_with_tvms_defaults_starts_from_no_expert_schedule(tmp_path
     w = bench.Workload("gmm_tiny", "matmul", (32, 32), (32, 32), {})
     graph, op = bench.workload_graph(w)
     values, timers = graph.random_inputs(), {}
-    for tuner, options in (("tvm_metaschedule", bench.TVM_DEFAULTS), ("metaschedule", {})):
+    for tuner, options in (("metaschedule", bench.TVM_DEFAULTS), ("loop_only", {})):
         ok, tuning_ms = bench._loop_only(w, graph, op, 4, tmp_path, dict(DEFAULT_TARGET), 0, tuner, values, timers,
                                          **options)
         assert ok and tuning_ms > 0 and timers[tuner]() > 0
@@ -185,7 +189,8 @@ def test_budget_zero_measures_the_expert_schedules_alone(tmp_path):
     w = bench.Workload("gmm_tiny", "matmul", (64, 64), (64, 64), {})
     (row,) = bench.run_bench([w], 0, tmp_path, dict(DEFAULT_TARGET), rounds=3)
     assert row.verified and row.expert_ms > 0 and row.torch_ms > 0 and row.numpy_ms > 0
-    assert row.metaschedule_ms is None and row.joint_ms is None and row.joint_layout == ""
+    assert row.metaschedule_ms is None and row.loop_only_ms is None and row.joint_ms is None
+    assert row.joint_layout == ""
     assert not (tmp_path / "progress" / "gmm_tiny_joint.jsonl").exists()
     assert row.expert_vs_torch == pytest.approx(row.torch_ms / row.expert_ms)
     assert "expert schedule alone vs PyTorch: " in (tmp_path / "results.md").read_text()
