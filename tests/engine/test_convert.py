@@ -620,6 +620,28 @@ def test_the_loops_outside_half_the_l2_do_not_write_between_the_tiles_lines(cach
     _scheduled_matches(g, book, AVX2)
 
 
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+def test_an_output_beyond_the_l2_writes_its_rows_whole_where_the_reads_stay_long(caches, monkeypatch, target):
+    """The 7x7/2 stem's output from 4 H x 16 W tiles -> NCHW (64 channels of 112 W, 3.2 MB): the
+    streams model puts the tile's 4 rows inside the W blocks (the source read 4 KiB at a time,
+    each channel's 4 rows written a line at a time, in passes: 66% of a copy on the Xeon); the W
+    blocks trade places with them, each row written whole while the source is read in 1 KiB runs
+    (80%). A destination inside the L2 keeps the model's order."""
+    g = _conv((1, 3, 224, 224), 64, 7, 2, 3)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16]))
+    prog = make_program(g, book)
+    # loops: i1 C, i2 H (by the 4-high tiles), i3 W (by the 16-wide tiles)
+    steps = conversion_steps(prog.funcs["convert_conv_out"], "convert_conv_out", target)
+    order = next(s for s in steps if s.primitive == "reorder").get("loops")
+    assert order.index("i2_0") < order.index("i2_1") < order.index("i3_0"), order
+    _scheduled_matches(g, book, target)
+    # the same output inside an L2 of 8 MiB
+    monkeypatch.setattr(convert, "cache_info", lambda: ({"L1d": 32 << 10, "L2": 8 << 20, "L3": 32 << 20}, 64, ""))
+    steps = conversion_steps(prog.funcs["convert_conv_out"], "convert_conv_out", target)
+    order = next(s for s in steps if s.primitive == "reorder").get("loops")
+    assert order.index("i3_0") < order.index("i2_1"), order
+
+
 @pytest.mark.parametrize("case", ["nchw16c back", "alt output", "alt unfold", "odd sizes"])
 def test_transposes_of_tiled_or_odd_buffers_keep_the_order_model(case):
     """Rows read from the source's tiles (NCHW16c -> NCHW, ALT's tiled output, ALT's unfold

@@ -86,6 +86,10 @@ _GAIN = 0.01
 #: NHWC: 16 read runs with writes to every 4th line ran 1.8x faster than 64 read runs with
 #: sequential writes)
 _WRITE_RUN = 0.5
+#: the fewest lines a run of the source's lines holds, on average, for ``_whole_rows`` to write rows
+#: whole instead of in passes (16 lines, 1 KiB: the prefetcher follows such runs; at 2 lines a run it
+#: does not)
+_LONG_READ = 16
 #: on the CPUs of ``_SCATTER_AVERSE`` (LLVM names), where the model's order writes fewer than
 #: ``_SHORT`` lines to each page in its innermost two loops, the destination's order (one
 #: sequential stream of writes) replaces it unless it reads more than ``_TIE`` more lines: on
@@ -848,7 +852,31 @@ def _order(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access | N
     if len(inner) > tile and (dense := _dense(inner, rest, extents, access, cache)):
         rest.append(inner.pop())
         inner.append(dense)
+    if len(inner) > tile + 1 and _whole_rows(inner[:tile], inner[tile], inner[tile + 1], extents, access, cache):
+        inner[tile], inner[tile + 1] = inner[tile + 1], inner[tile]
     return [p for p in pieces if p not in inner] + inner[::-1]
+
+
+def _whole_rows(tile: list[_Piece], first: _Piece, second: _Piece, extents: Sequence[int], access: _Access,
+                cache: _Cache) -> bool:
+    """Whether the streams' two innermost pieces should trade places, for a destination larger than
+    the L2: ``first`` (right outside the tile) writes its page's lines in passes (the first line of each row, then the second, ...),
+    ``second`` writes each row whole, and the source runs ``second`` reads are still long
+    (``_LONG_READ``). The order model counts lines of a page as one run of writes, and the passes
+    cost more: ALT's tiled output -> NCHW with 4x16 tiles, its rows inside the W blocks, ran at
+    66-68% of a copy, each row written whole (its source read in 1 KiB runs, not 4 KiB) at 80%;
+    with 14x2 tiles, whole rows would read 2 lines a run, and the passes stay (81% against 66%)."""
+    if math.prod(access.dst_shape) <= 2 * cache.cap:
+        return False  # the destination stays in the L2: no prefetcher to keep up with (the suite's
+        # batch-1 outputs, 0.8-1.6 MB on the Xeon, ran 0.95-1.04x either way)
+
+    def runs(p: _Piece) -> tuple[_Footprint, _Footprint]:
+        return (_footprint([*tile, p], extents, access, cache),
+                _footprint([*tile, p], extents, access, cache, dense=True))
+    (f_page, f_dense), (s_page, s_dense) = runs(first), runs(second)
+    size = math.prod(p.extent for p in tile) * second.extent
+    return f_dense.writes > f_page.writes and s_dense.writes == s_page.writes and \
+        s_page.lines * size >= _LONG_READ * s_page.reads
 
 
 def _dense(inner: list[_Piece], rest: Sequence[_Piece], extents: Sequence[int], access: _Access,
