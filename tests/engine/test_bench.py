@@ -8,6 +8,7 @@ import csv
 import pytest
 
 from workbench.engine import bench
+from workbench.engine.errors import TuneError
 from workbench.engine.interleave import interleaved_samples, remeasure, steal_pct
 from workbench.engine.targets import DEFAULT_TARGET
 
@@ -182,6 +183,16 @@ def test_metaschedule_with_tvms_defaults_starts_from_no_expert_schedule(tmp_path
     assert searches[0] == (defaults["population_size"], defaults["genetic_num_iters"], 4,  # (the budget: 4)
                            defaults["warmup_samples"]) == (512, 4, 4, 100)
     assert searches[1] == (128, 3, 3, 8)  # the workbench's own search (its seed took one of the 4)
+
+
+def test_a_run_folder_from_before_the_columns_were_renamed_is_refused(tmp_path):
+    """Its 'metaschedule' database holds the seeded run: resumed as the unseeded one, it would mix them."""
+    (tmp_path / "progress").mkdir()
+    (tmp_path / "progress" / "gmm_tiny_tvm-metaschedule.jsonl").write_text("")
+    w = bench.Workload("gmm_tiny", "matmul", (64, 64), (64, 64), {})
+    with pytest.raises(TuneError, match="before the columns were renamed"):
+        bench.run_bench([w], 8, tmp_path, dict(DEFAULT_TARGET), rounds=3)
+    assert not (tmp_path / "results.csv").exists()
 
 
 def test_budget_zero_measures_the_expert_schedules_alone(tmp_path):

@@ -635,8 +635,8 @@ def test_an_output_beyond_the_l2_writes_its_rows_whole_where_the_reads_stay_long
     order = next(s for s in steps if s.primitive == "reorder").get("loops")
     assert order.index("i2_0") < order.index("i2_1") < order.index("i3_0"), order
     _scheduled_matches(g, book, target)
-    # the same output inside an L2 of 8 MiB
-    monkeypatch.setattr(convert, "cache_info", lambda: ({"L1d": 32 << 10, "L2": 8 << 20, "L3": 32 << 20}, 64, ""))
+    # the same output (3 MiB) inside an L2 of 4 MiB
+    monkeypatch.setattr(convert, "cache_info", lambda: ({"L1d": 32 << 10, "L2": 4 << 20, "L3": 32 << 20}, 64, ""))
     steps = conversion_steps(prog.funcs["convert_conv_out"], "convert_conv_out", target)
     order = next(s for s in steps if s.primitive == "reorder").get("loops")
     assert order.index("i3_0") < order.index("i2_1"), order

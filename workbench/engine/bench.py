@@ -11,9 +11,12 @@ against the reference before its time is reported; ``pct_peak`` is the joint ker
 FLOP rate against the machine's measured FMA peak (``ceilings``), ``loop_only_pct_peak`` the
 loop-only kernel's (the room a layout has: at 80% of peak no layout can make the op 1.25x faster).
 
-Until round 2 the (a') column was named ``metaschedule_ms``: round 1's column of that name was
-MetaSchedule unseeded, with TVM's search settings, and it became the seeded loop-only stage when
-tuning started from the expert schedules; since then (a) carries the name.
+The names moved: round 1's ``metaschedule_ms`` was MetaSchedule unseeded (TVM's cost-model
+warm-up and population, batches of 8); from ``6af8529`` (tuning starts from the expert schedules)
+the same name held the seeded run, (a') here, and from ``7f0d79d`` the unseeded one came back as
+``tvm_metaschedule_ms``. Now (a) is ``metaschedule_ms`` and (a') ``loop_only_ms``; an ``--out``
+folder of an older run is refused (its databases and progress lines would resume under the other
+meaning).
 
 The tuners' figures come from an hour of tuning while the baselines take seconds: a busy moment
 of a shared machine would favour one or the other. So after tuning, the best kernel of each
@@ -53,6 +56,7 @@ from .program import Built, make_program
 from .ceilings import get_ceilings
 from .conversions import conversion_bytes
 from .targets import cpu_name, target_cores
+from .errors import TuneError
 from .timing import NOISE
 from .tuning.joint import joint_tune
 from .tuning.loop import tune_loops
@@ -397,6 +401,9 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
     re-measure their best kernels and the baselines interleaved (``rounds`` rounds). Progress lines go to
     ``out_dir/progress/<workload>_<tuner>.jsonl``."""
     out_dir = Path(out_dir)
+    if old := sorted((out_dir / "progress").glob("*_tvm-metaschedule.jsonl")):
+        raise TuneError(f"{out_dir} holds a benchmark run from before the columns were renamed ({old[0].name}): "
+                        "its 'metaschedule' databases are the seeded run's; give --out a new folder")
     (out_dir / "progress").mkdir(parents=True, exist_ok=True)
     say = on_step or (lambda s: None)
     with Sidecar() as sidecar:

@@ -823,7 +823,8 @@ def _order(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access | N
        that leaves the fewest streams running at once, while one does (64 NCHW channel rows
        read side by side for NHWC ran at half the rate of 16); then, where another loop would
        write lines between the lines it writes (``_dense``), the last of these pieces gives
-       way to the piece that closes the gaps.
+       way to the piece that closes the gaps; and where the first of them writes its rows in
+       passes, the second writes them whole (``_whole_rows``).
 
     The rest stays outside, in the destination's order."""
     inner = [pieces[-1]]
@@ -860,15 +861,17 @@ def _order(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access | N
 def _whole_rows(tile: list[_Piece], first: _Piece, second: _Piece, extents: Sequence[int], access: _Access,
                 cache: _Cache) -> bool:
     """Whether the streams' two innermost pieces should trade places, for a destination larger than
-    the L2: ``first`` (right outside the tile) writes its page's lines in passes (the first line of each row, then the second, ...),
-    ``second`` writes each row whole, and the source runs ``second`` reads are still long
-    (``_LONG_READ``). The order model counts lines of a page as one run of writes, and the passes
-    cost more: ALT's tiled output -> NCHW with 4x16 tiles, its rows inside the W blocks, ran at
-    66-68% of a copy, each row written whole (its source read in 1 KiB runs, not 4 KiB) at 80%;
-    with 14x2 tiles, whole rows would read 2 lines a run, and the passes stay (81% against 66%)."""
-    if math.prod(access.dst_shape) <= 2 * cache.cap:
-        return False  # the destination stays in the L2: no prefetcher to keep up with (the suite's
-        # batch-1 outputs, 0.8-1.6 MB on the Xeon, ran 0.95-1.04x either way)
+    the L2: ``first`` (right outside the tile) writes its page's lines in passes (the first line of
+    each row, then the second, ...), ``second`` writes each row whole, and the source runs
+    ``second`` reads are still long (``_LONG_READ``). The order model counts lines of a page as
+    one run of writes, and the passes cost more: ALT's tiled output -> NCHW with 4x16 tiles, its
+    rows inside the W blocks, ran at 66-68% of a copy, each row written whole (its source read in
+    1 KiB runs, not 4 KiB) at 80%; with 14x2 tiles, whole rows would read 2 lines a run, and the
+    passes stay (78% against 66%)."""
+    if math.prod(access.dst_shape) <= 2 * cache.cap:  # cap: half the L2
+        # the destination stays in the L2, no prefetcher to keep up with: the suite's batch-1
+        # outputs (0.8-1.6 MB on the Xeon) ran 0.95-1.09x either way
+        return False
 
     def runs(p: _Piece) -> tuple[_Footprint, _Footprint]:
         return (_footprint([*tile, p], extents, access, cache),
