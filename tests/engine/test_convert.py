@@ -345,7 +345,10 @@ def test_rows_that_interleave_channel_planes_are_vectorized_along_the_rows(targe
     sch = apply_steps(func, steps)
     widths = [lp.extent for block in vectors for lp in list_loops(sch, block) if lp.kind == "vectorized"]
     assert max(widths) == lanes and 37 % lanes in widths
-    assert codegen.lowered(sch.mod["main"], target).script().count("T.Shuffle") == len(unrolled)
+    text = codegen.lowered(sch.mod["main"], target).script()
+    # one interleaving shuffle per unrolled block (on AVX-512 the rest's 5-lane loads are masked
+    # loads of 8, each picked out by a shuffle of its own: ``codegen.MaskedLoads``)
+    assert text.count("T.Shuffle") - text.count("T.Shuffle([T.masked_load") == len(unrolled)
     _scheduled_matches(g, book, target)
 
 
