@@ -37,7 +37,6 @@ True
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Mapping
 
@@ -46,7 +45,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.sym import Analyzer
 
-from .targets import target_from
+from .targets import target_from, vector_unit_of
 
 __all__ = ["PIPELINE", "MOST_STORES", "BUILD_CANDIDATE", "build_candidate", "compile", "lowered",
            "merge_strided_stores", "MergeStridedStores", "dense_strided_loads", "DenseStridedLoads",
@@ -225,17 +224,6 @@ def dense_strided_loads(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func if body.same_as(func.body) else func.with_body(body)
 
 
-@functools.cache
-def _masks_lanes(target: str) -> int:
-    """The vector lanes of ``target`` (its string) when its CPU masks single lanes of any load
-    (AVX-512: 16 fp32), else 0."""
-    try:
-        features = set(tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target(target)))
-    except Exception:  # noqa: BLE001 - not an LLVM CPU target
-        return 0
-    return 16 if "avx512f" in features else 0
-
-
 def _masked(load: Any, lanes: int) -> Any:
     """A dense load of ``L`` elements, ``L`` not a power of two and at most ``lanes``, as a masked
     load of the next power of two (its extra lanes read nothing) and a shuffle of the first ``L``."""
@@ -261,9 +249,9 @@ def masked_loads(func: tirx.PrimFunc) -> tirx.PrimFunc:
     56 as 4 x 14, and its hot loop ran 144 FMAs in 375 instructions, 72 of them inserts; masked,
     in 231 (``vmovups`` under a mask)."""
     target = func.attrs.get("target") if func.attrs is not None else None
-    lanes = _masks_lanes(str(target)) if target is not None and target.kind.name == "llvm" else 0
-    if not lanes:
-        return func
+    if target is None or target.kind.name != "llvm" or (unit := vector_unit_of(target)).isa != "AVX-512":
+        return func  # only AVX-512 masks the lanes of any load
+    lanes = unit.lanes
     body = tvm_ffi.structural_map(func.body, [(tvm.ir.TensorLoad, lambda load: _masked(load, lanes))])
     return func if body.same_as(func.body) else func.with_body(body)
 

@@ -21,7 +21,7 @@ import tvm
 from .errors import BuildError
 
 __all__ = ["DEFAULT_TARGET", "host_cpu", "cpu_name", "resolve_target", "target_cores", "target_from", "VectorUnit", "vector_unit",
-           "runtime_threads", "use_all_cores"]
+           "vector_unit_of", "runtime_threads", "use_all_cores"]
 
 #: the target of a new session and of commands given none: this machine's CPU, both cores
 DEFAULT_TARGET: dict = {"kind": "llvm", "num-cores": 2}
@@ -111,7 +111,11 @@ class VectorUnit:
 def _vector_unit(spec_json: str) -> VectorUnit:
     import json
 
-    target = target_from(json.loads(spec_json))
+    return vector_unit_of(target_from(json.loads(spec_json)))
+
+
+def vector_unit_of(target: tvm.target.Target) -> VectorUnit:
+    """``vector_unit`` of a built TVM target (a TIR pass reads it from its function's attributes)."""
     try:
         features = set(tvm.target.codegen.llvm_get_cpu_features(target))
     except Exception:  # noqa: BLE001 - not an LLVM CPU target

@@ -873,13 +873,9 @@ def _whole_rows(tile: list[_Piece], first: _Piece, second: _Piece, extents: Sequ
         # outputs (0.8-1.6 MB on the Xeon) ran 0.95-1.09x either way
         return False
 
-    def runs(p: _Piece) -> tuple[_Footprint, _Footprint]:
-        return (_footprint([*tile, p], extents, access, cache),
-                _footprint([*tile, p], extents, access, cache, dense=True))
-    (f_page, f_dense), (s_page, s_dense) = runs(first), runs(second)
+    (_, passes), (fp, gaps) = (_write_gaps([*tile, p], extents, access, cache) for p in (first, second))
     size = math.prod(p.extent for p in tile) * second.extent
-    return f_dense.writes > f_page.writes and s_dense.writes == s_page.writes and \
-        s_page.lines * size >= _LONG_READ * s_page.reads
+    return passes > 0 and not gaps and fp.lines * size >= _LONG_READ * fp.reads
 
 
 def _dense(inner: list[_Piece], rest: Sequence[_Piece], extents: Sequence[int], access: _Access,
@@ -890,15 +886,21 @@ def _dense(inner: list[_Piece], rest: Sequence[_Piece], extents: Sequence[int], 
     14x2 tiles: its W blocks outside the channel and H blocks, at 40% of a copy timed beside
     it; inside them, each row written whole: 78-83%). None when they are runs already or no
     piece fits."""
-    def gaps(fp: _Footprint, dense: _Footprint) -> int:
-        return dense.writes - fp.writes
-    if not gaps(_footprint(inner, extents, access, cache), _footprint(inner, extents, access, cache, dense=True)):
+    if not _write_gaps(inner, extents, access, cache)[1]:
         return None
     keep = inner[:-1]
     fits = [q for q in rest if math.prod(p.extent for p in keep) * q.extent <= cache.cap]
-    found = [(fp.streams, q) for q in fits if not gaps(fp := _footprint([*keep, q], extents, access, cache),
-                                                      _footprint([*keep, q], extents, access, cache, dense=True))]
+    found = [(fp.streams, q) for q in fits for fp, gaps in [_write_gaps([*keep, q], extents, access, cache)]
+             if not gaps]
     return min(found, key=lambda t: (t[0], -t[1].pos))[1] if found else None
+
+
+def _write_gaps(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access,
+                cache: _Cache) -> tuple[_Footprint, int]:
+    """The footprint of ``pieces`` and how many more runs of writes it makes when a run is adjacent
+    lines than when it is lines within a page (0: its rows are written whole, not in passes)."""
+    fp = _footprint(pieces, extents, access, cache)
+    return fp, _footprint(pieces, extents, access, cache, dense=True).writes - fp.writes
 
 
 def _fits(inner: list[_Piece], p: _Piece, now: _Footprint, phase: int, extents: Sequence[int], access: _Access,
