@@ -28,11 +28,11 @@ def test_the_benchmark_checks_and_times_every_conversion_against_a_copy(tmp_path
     from workbench.engine import convbench as cb
 
     monkeypatch.setattr(cb, "get_ceilings", lambda target: type("C", (), {"copy_gbs": 10.0})())
-    rows = run_conversion_bench(TINY, tmp_path, TARGET, rounds=2)
+    rows = run_conversion_bench(TINY, tmp_path, TARGET, rounds=2, least_bytes=0)
     assert [(r["case"], r["kernel"]) for r in rows] == [
         (c.name, k) for c in TINY for k in ("convert_data_conv", "convert_conv_out")]
     for r in rows:
-        assert r["verified"] is True
+        assert r["verified"] is True and r["batch"] == 1
         assert r["ms"] > 0 and r["copy_ms"] > 0 and r["pct_adjacent_copy"] > 0
         assert abs(r["pct_copy"] - 100 * r["gbs"] / 10.0) < 1e-9
         assert abs(r["gbs"] - r["mb"] / r["ms"]) < 1e-9  # MB per ms = GB/s
@@ -41,6 +41,22 @@ def test_the_benchmark_checks_and_times_every_conversion_against_a_copy(tmp_path
     assert len(got) == len(rows) and tuple(got[0]) == COLUMNS
     md = (tmp_path / "conversions.md").read_text()
     assert "copy ceiling 10.0 GB/s" in md and md.count("| tiny_") == len(rows)
+
+
+def test_each_conversion_is_batched_beyond_the_bytes_asked_for(tmp_path, monkeypatch):
+    from workbench.engine import convbench as cb
+
+    assert [cb.scaled_batch(100, least) for least in (0, 100, 101, 400, 401)] == [1, 1, 2, 4, 8]
+    monkeypatch.setattr(cb, "get_ceilings", lambda target: type("C", (), {"copy_gbs": 10.0})())
+    monkeypatch.setattr(cb, "last_level_cache", lambda: 40_000)
+    alt = TINY[1]
+    small = {k: cb._nbytes(raw) for k, raw, _ in case_conversions(alt, TARGET)}
+    rows = run_conversion_bench((alt,), tmp_path, TARGET, rounds=1)  # at least 1.5 x 40 kB
+    for r in rows:
+        factor = r["batch"] // alt.shape[0]
+        assert factor == cb.scaled_batch(small[r["kernel"]], 60_000) > 1 and r["verified"] is True
+        assert abs(r["mb"] * 1e6 - factor * small[r["kernel"]]) < 1 and r["mb"] * 1e6 >= 60_000
+    assert "move at least 0.06 MB (last-level cache: 0.03815 MiB)" in (tmp_path / "conversions.md").read_text()
 
 
 def test_a_conversion_that_differs_from_its_unscheduled_kernel_is_not_verified():

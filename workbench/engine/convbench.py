@@ -1,7 +1,8 @@
 """The benchmark behind ``python -m workbench bench --suite conversions``: the layout conversions
 of the README's table (NCHW16c, NHWC, ALT's unfold with halos and its tiled output, the 7x7
-stem), each on buffers beyond the last-level cache, with its analytic schedule
-(``expert.convert.conversion_steps``).
+stem), each with its analytic schedule (``expert.convert.conversion_steps``), on buffers beyond
+the last-level cache of the machine at hand: a case's batch is doubled, conversion by
+conversion, until the conversion moves ``LLC_TIMES`` the last-level cache (``scaled_batch``).
 
 Each conversion is checked against its unscheduled kernel on random data, then timed in turn with
 a STREAM copy of the same bytes (``interleave.interleaved_samples``): on a shared machine the
@@ -15,7 +16,7 @@ page does.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,7 +25,7 @@ import tvm
 
 from .bench import call_timer, machine_name, write_tables
 from .book import LayoutBook
-from .ceilings import get_ceilings, stream_copy
+from .ceilings import cache_info, get_ceilings, stream_copy
 from . import codegen
 from .graph import GraphBuilder
 from .interleave import ROUNDS, interleaved_samples
@@ -50,7 +51,8 @@ class ConversionCase:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-#: 51-411 MB per conversion (the AMD EPYC's last-level cache: 32 MB)
+#: 51-411 MB per conversion at these batches (the AMD EPYC's last-level cache: 32 MB); larger
+#: where the machine's last-level cache is (``scaled_batch``)
 CASES = (
     ConversionCase("nchw16c", (16, 64, 112, 112), 64, 3, 1, 1, "blocked", {"factor": 16}),
     ConversionCase("nhwc", (16, 64, 112, 112), 64, 3, 1, 1, "channels_last"),
@@ -61,7 +63,28 @@ CASES = (
                    {"tiles": [14, 2], "ot": 16, "it": 1}),
 )
 
-COLUMNS = ("case", "kernel", "mb", "ms", "gbs", "pct_copy", "copy_ms", "pct_adjacent_copy", "verified")
+COLUMNS = ("case", "kernel", "batch", "mb", "ms", "gbs", "pct_copy", "copy_ms", "pct_adjacent_copy", "verified")
+
+
+#: the least bytes a conversion moves (read + written), in last-level caches: on the Intel Xeon
+#: (a 480 MiB L3) the cases at their own batches ran from the L3 (a copy of 100 MB at 41 GB/s,
+#: of 411 MB at 28 GB/s: the STREAM ceiling); an LRU cache keeps nothing of a cyclic sweep larger
+#: than itself, and the half more is for a replacement policy that keeps some
+LLC_TIMES = 1.5
+
+
+def last_level_cache() -> int:
+    """The machine's last-level data cache, in bytes (``ceilings.cache_info``)."""
+    return max(cache_info()[0].values())
+
+
+def scaled_batch(nbytes: int, least: int) -> int:
+    """The factor (a power of two) by which a conversion moving ``nbytes`` is batched to move at
+    least ``least``."""
+    factor = 1
+    while nbytes * factor < least:
+        factor *= 2
+    return factor
 
 
 def case_conversions(case: ConversionCase, target: dict) -> list[tuple[str, Any, Any]]:
@@ -99,7 +122,7 @@ def _measure(name: str, kernel: str, raw: Any, scheduled: Any, target: dict, cop
     want[0] = args[0]
     _compile(raw, target)(*want)
     verified = bool(np.array_equal(args[-1].numpy(), want[-1].numpy()))
-    nbytes = sum(4 * math.prod(int(n) for n in p.shape) for p in scheduled.params)  # float32 buffers
+    nbytes = _nbytes(scheduled)
     elems = nbytes // 8 // 16 * 16  # copy: half the bytes read, half written
     copy = stream_copy(elems)
     copy_fn, copy_args = _compile(copy, target), _random_args(copy, rng)
@@ -112,23 +135,38 @@ def _measure(name: str, kernel: str, raw: Any, scheduled: Any, target: dict, cop
                 copy_ms=copy_ms, pct_adjacent_copy=100 * adjacent, verified=verified)
 
 
+def _nbytes(func: Any) -> int:
+    return sum(4 * math.prod(int(n) for n in p.shape) for p in func.params)  # float32 buffers
+
+
 def run_conversion_bench(cases: tuple[ConversionCase, ...], out_dir: Path, target: dict, *, rounds: int = ROUNDS,
+                         least_bytes: int | None = None,
                          on_step: Callable[[str], None] | None = None) -> list[dict]:
-    """Check and time every conversion of ``cases``; write ``conversions.csv`` and
-    ``conversions.md`` to ``out_dir`` (after each conversion: a long run keeps what it measured)."""
+    """Check and time every conversion of ``cases``, each batched to move at least ``least_bytes``
+    (default: ``LLC_TIMES`` the last-level cache); write ``conversions.csv`` and ``conversions.md``
+    to ``out_dir`` (after each conversion: a long run keeps what it measured)."""
     copy_gbs = get_ceilings(target).copy_gbs
+    least = int(LLC_TIMES * last_level_cache()) if least_bytes is None else least_bytes
     rows: list[dict] = []
     for case in cases:
         for kernel, raw, scheduled in case_conversions(case, target):
-            rows.append(_measure(case.name, kernel, raw, scheduled, target, copy_gbs, rounds))
-            write_conversion_results(rows, out_dir, copy_gbs)
+            big = replace(case, shape=(case.shape[0] * scaled_batch(_nbytes(raw), least), *case.shape[1:]))
+            if big != case:  # the same kernel of the case batched larger (its steps made for that size)
+                _, raw, scheduled = next(c for c in case_conversions(big, target) if c[0] == kernel)
+            rows.append({"batch": big.shape[0], **_measure(case.name, kernel, raw, scheduled, target, copy_gbs,
+                                                             rounds)})
+            write_conversion_results(rows, out_dir, copy_gbs, least)
             if on_step:
                 on_step(f"{case.name} {kernel}")
     return rows
 
 
-def write_conversion_results(rows: list[dict], out_dir: Path, copy_gbs: float) -> tuple[Path, Path]:
-    """``conversions.csv`` and ``conversions.md`` (the table, and the machine's copy ceiling)."""
+def write_conversion_results(rows: list[dict], out_dir: Path, copy_gbs: float,
+                             least_bytes: int | None = None) -> tuple[Path, Path]:
+    """``conversions.csv`` and ``conversions.md`` (the table, the machine's copy ceiling and the
+    least bytes a conversion was batched to move)."""
+    least = f" Each conversion batched to move at least {least_bytes / 1e6:.4g} MB (last-level cache: " \
+        f"{last_level_cache() / 2**20:.4g} MiB)." if least_bytes else ""
     return write_tables(out_dir, "conversions", COLUMNS, rows,
-                        f"Machine: {machine_name()}; STREAM copy ceiling {copy_gbs:.1f} GB/s. Each conversion timed "
-                        "in turn with a copy of the same bytes; medians of the rounds.")
+                        f"Machine: {machine_name()}; STREAM copy ceiling {copy_gbs:.1f} GB/s.{least} Each conversion "
+                        "timed in turn with a copy of the same bytes; medians of the rounds.")
