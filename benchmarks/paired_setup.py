@@ -1,6 +1,7 @@
 """What the paired studies in ``benchmarks/results`` share: an engine module of an older commit
 (the conversion schedules, the expert template), imported beside the working tree's, and the
-target from the command line.
+target from the command line; and the paired study of conversion schedules
+(``paired_conversions``: an older commit's steps against the working tree's).
 
 Run a study from the repository root (``PYTHONPATH=. python benchmarks/results/<study>/<script>``)."""
 
@@ -128,3 +129,74 @@ def stack_timers(func, target: dict, rng) -> dict:
         timers[name] = call_timer(lambda fn=fn, args=args: fn(*args))
     assert np.array_equal(outs["before"], outs["now"])
     return timers
+
+
+def _suite_conversions(target: dict) -> list[tuple[str, str, object]]:
+    """(name, kernel, unscheduled PrimFunc) of every conversion of the suite's workloads x presets,
+    batch 1."""
+    from workbench.engine.bench import load_suite, workload_graph
+    from workbench.engine.book import LayoutBook
+    from workbench.engine.keys import apply_actions
+    from workbench.engine.presets import preset_actions
+    from workbench.engine.program import make_program
+
+    funcs = []
+    for w in load_suite("benchmarks/suite.json"):
+        g, op = workload_graph(w)
+        for preset in ("alt_tiled", "blocked", "channels_last", "nkn"):
+            try:
+                prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, preset, op)))
+            except Exception:  # noqa: BLE001 - a preset the workload does not take
+                continue
+            funcs += [(f"{w.name}/{preset}", k, f) for k, f in prog.funcs.items() if k.startswith("convert")]
+    return funcs
+
+
+def _beyond_llc(case, kernel: str, raw, target: dict):
+    """The conversion ``kernel`` of ``case`` batched as the conversions benchmark batches it."""
+    from dataclasses import replace
+
+    from workbench.engine.convbench import LLC_TIMES, _nbytes, case_conversions, last_level_cache, scaled_batch
+
+    factor = scaled_batch(_nbytes(raw), int(LLC_TIMES * last_level_cache()))
+    if factor == 1:
+        return raw
+    big = replace(case, shape=(case.shape[0] * factor, *case.shape[1:]))
+    return next(c for c in case_conversions(big, target) if c[0] == kernel)[1]
+
+
+def paired_conversions(rev: str, argv: list[str]) -> None:
+    """Print, for each conversion whose steps differ between ``rev``'s ``expert.convert`` (old) and
+    the working tree's (new), both timed in turn with a copy of the same bytes: the conversions
+    benchmark's cases (as it batches them: beyond the last-level cache) and the suite's workloads
+    x presets (batch 1). ``argv``: ROUNDS [--mcpu X] [--suite-only | --cases-only]."""
+    import numpy as np
+
+    import workbench.engine.expert.convert as new
+    from workbench.engine.convbench import CASES, _nbytes, case_conversions
+
+    old = old_convert(rev)
+    target, args = target_and_args(argv)
+    rounds = int(args[0])
+    funcs = []
+    if "--suite-only" not in args:
+        funcs += [(case.name, k, _beyond_llc(case, k, raw, target))
+                  for case in CASES for k, raw, _ in case_conversions(case, target)]
+    if "--cases-only" not in args:
+        funcs += _suite_conversions(target)
+    same = 0
+    for name, k, raw in funcs:
+        so, sn = old.conversion_steps(raw, k, target), new.conversion_steps(raw, k, target)
+        if so == sn:
+            same += 1
+            continue
+        s = timed_in_turn(raw, {"old": so, "new": sn}, target, rounds, copy=True)
+        if "old" not in s or "new" not in s:
+            continue  # (timed_in_turn said which TVM refused)
+        nbytes = _nbytes(raw)
+        pct = {n: np.median([100 * c / v for c, v in zip(s["copy"], s[n])]) for n in ("old", "new")}
+        ratio = [o / n for o, n in zip(s["old"], s["new"])]
+        print(f"{name:26s} {k:18s} {nbytes / 1e6:7.2f}MB old {np.median(s['old']) * 1e3:9.1f}us ({pct['old']:3.0f}%) "
+              f"new {np.median(s['new']) * 1e3:9.1f}us ({pct['new']:3.0f}%) old/new {np.median(ratio):.2f} "
+              f"({min(ratio):.2f}-{max(ratio):.2f})", flush=True)
+    print(len(funcs), "conversions,", same, "with the same steps")

@@ -32,6 +32,9 @@ TARGET = {"kind": "llvm", "num-cores": 2}
 AVX2 = {"kind": "llvm", "mcpu": "haswell", "num-cores": 4}
 AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}
 ZEN = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}
+#: 8 lanes and the order model's gathered rows (an AMD CPU: no register tiles for them; its
+#: ``_SCATTER_AVERSE`` rule applies too)
+GATHER = dict(ZEN, **{"num-cores": 4})
 
 
 def _graph(shape, out_channels=5):
@@ -245,9 +248,10 @@ def _scheduled_loops(prog, kernel, target=AVX2):
 def test_the_tiled_output_is_read_a_source_tile_at_a_time(caches):
     """N(H/4)(W/16)(C/16)4x16x16 -> NCHW: W is split where the source's 16-wide tiles start, and
     the innermost loops are a 16x16 transpose that writes each channel's line whole (16 W: two
-    AVX2 vectors) while it reads the tile's 16 source lines."""
+    AVX2 vectors) while it reads the tile's 16 source lines (built for the AMD EPYC, which keeps
+    the gather)."""
     prog, _, back = _alt_kernels((1, 16, 16, 64), [4, 16])
-    steps, loops = _scheduled_loops(prog, back)
+    steps, loops = _scheduled_loops(prog, back, GATHER)
     assert any(s.primitive == "split" and s.get("loop") == "i3" and s.get("factors")[1:] == [2, 8] for s in steps)
     assert [lp.extent for lp in loops[-3:]] == [16, 2, 8] and loops[-1].kind == "vectorized"
     assert loops[-3].name.startswith("i1")  # the channels, outside the 16 W of a line
@@ -258,13 +262,45 @@ def test_the_unfold_reads_whole_rows_of_half_the_channels(caches):
     """NCHW -> N(H/4)(W/16)(C/16)6x18x16 (halos): each output tile row reads 18 input elements
     of 16 channel rows. The 8 channels of a vector are gathered along whole input rows (the
     column tiles, halos and all, inside the row loop), the other 8 channels after them: 8 read
-    streams at a time, each a whole row long."""
+    streams at a time, each a whole row long. The half of the channels is no parallel loop:
+    the threads write lines of their own (``_whole_lines_apart``)."""
     prog, unfold, _ = _alt_kernels((1, 64, 16, 112), [4, 16])
     steps, loops = _scheduled_loops(prog, unfold)
     # loops: i1 H.t, i2 W.t, i3 C.o, i4 H.w, i5 W.w, i6 C.i (split by the lanes)
     order = next(s for s in steps if s.primitive == "reorder").get("loops")
     assert order[-3:] == ["i2", "i5", "i6_1"] and loops[-1].extent == 8
-    assert order.index("i6_0") < order.index("i4") < order.index("i2")
+    assert order.index("i6_0") < order.index("i2") and order.index("i4") < order.index("i2")
+    fused = next(s for s in steps if s.primitive == "fuse").get("loops")
+    assert "i6_0" not in fused and loops[0].kind == "parallel" and loops[0].name == "_".join(fused) + "_fused"
+
+
+def test_register_tiles_for_gathered_rows_by_cpu():
+    """AVX-512 (16 lanes) on any CPU and 8-lane targets other than AMD's Zen (``znver*``) move
+    gathered rows through register tiles; Zen's 8 lanes and narrower vectors (SSE) keep the
+    order model's gather."""
+    cpu = lambda name: {"kind": "llvm", "mcpu": name}  # noqa: E731
+    assert [convert._register_tiles(cpu(n), vector_unit(cpu(n)).lanes)
+            for n in ("skylake-avx512", "znver4", "haswell", "x86-64-v3", "znver3", "znver2", "nehalem")] == \
+        [True, True, True, True, False, False, False]
+
+
+def test_the_parallel_loops_give_each_thread_whole_rows(caches):
+    """ALT's output with 4 x 4 tiles -> NCHW (rows of 56 W, 4-float pieces from each source tile):
+    the order model puts a W piece among the outer loops, which ``parallel_outer`` would fuse
+    (each chunk then wrote a 4-float column of every row: ResNet-18's layer-1 output at 5% of a
+    copy); the W pieces move inside the parallel loops, which take the H tiles' rows instead.
+    The kernel matches the reference."""
+    g = _conv((1, 64, 56, 56), 16)
+    book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 4]))
+    prog = make_program(g, book)
+    steps, loops = _scheduled_loops(prog, "convert_conv_out", GATHER)
+    # loops: i1 C, i2 H (by the 4-high tiles), i3 W (by the 4-wide tiles)
+    fused = next(s for s in steps if s.primitive == "fuse").get("loops")
+    assert not any(n.startswith("i3") for n in fused) and loops[0].kind == "parallel"
+    assert loops[0].extent >= 8 * GATHER["num-cores"]
+    order = next(s for s in steps if s.primitive == "reorder").get("loops")
+    assert order.index("i2_1") < order.index("i3_0") < order.index("i3_1")
+    _scheduled_matches(g, book, GATHER)
 
 
 def _stem_unfold(batch=1):
@@ -491,7 +527,8 @@ def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whol
     """ALT's tiled output -> NCHW (rows of 64 W from 16-wide tiles, larger than half the L2):
     the conversion writes a buffer, copied to the destination row by row after its tile, and
     matches the reference; NCHW16c -> NCHW (each row from one tile) and a small output do not.
-    (Built for AVX2: on AVX-512 the gathered rows go through register tiles instead.)"""
+    (Built for the AMD EPYC: on AVX-512 and Intel's AVX2 the gathered rows go through register
+    tiles instead.)"""
     def conv(shape, *acts):
         b = GraphBuilder("tiles")
         b.op("conv", "conv2d", b.input("data", shape), b.const("conv.weight", (32, shape[1], 3, 3)), padding=1)
@@ -501,7 +538,7 @@ def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whol
 
     def steps_of(g, book, kernel="convert_conv_out"):
         prog = make_program(g, book)
-        return conversion_steps(prog.funcs[kernel], kernel, AVX2)
+        return conversion_steps(prog.funcs[kernel], kernel, GATHER)
 
     cap = convert._Cache.of(4).cap
     big = (max(1, 4 * cap // (32 * 64 * 64)), 8, 64, 64)  # the output: 4x half the L2
@@ -509,8 +546,8 @@ def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whol
     steps = steps_of(g, book)
     assert [s.primitive for s in steps][-4:] == ["cache_write", "reverse_compute_at", "split", "vectorize"]
     back = dict(steps[-1].args)["block"]
-    assert back == "convert_conv_out_global" and dict(steps[-2].args)["factors"][-1] == vector_unit(AVX2).lanes
-    _scheduled_matches(g, book, target=AVX2)
+    assert back == "convert_conv_out_global" and dict(steps[-2].args)["factors"][-1] == vector_unit(GATHER).lanes
+    _scheduled_matches(g, book, target=GATHER)
     g, book = conv(big, ("blocked", "data@conv", {"factor": 16}), ("blocked", "conv", {"factor": 16}))
     assert "cache_write" not in [s.primitive for s in steps_of(g, book)]
     g, book = conv((1, 8, 16, 16), ("alt_tiled", "conv", {"tiles": [4, 16], "ot": 16, "it": 8}))
@@ -560,25 +597,30 @@ def test_a_transpose_sweeps_the_channels_a_block_at_a_time(key, width, block):
     _scheduled_matches(g, book)
 
 
-def test_on_avx512_a_tiled_output_moves_register_tiles_inside_each_source_tile():
-    """ALT's output (16-channel x 16-W source tiles) -> NCHW: built for AVX-512 the order model's
-    two innermost loops (C.i reading the tile's rows, W.i gathering across them, 16 floats
-    apart) go through 4x4 register tiles (a local tile read along C.i, written along W.i); built
-    for AVX2 the order model's vectorized gather stays. Both match the reference."""
+@pytest.mark.parametrize("target", [AVX512, AVX2], ids=["avx512", "avx2"])
+def test_a_tiled_output_moves_register_tiles_inside_each_source_tile(target):
+    """ALT's output (16-channel x 16-W source tiles) -> NCHW: built for AVX-512, or for AVX2 on
+    an Intel CPU, the order model's two innermost loops (C.i reading the tile's rows, W.i
+    gathering across them, 16 floats apart) go through 4x4 register tiles (a local tile read
+    along C.i, written along W.i), in the order made for a line-wide vector on both; built for
+    the AMD EPYC (8 lanes) the order model's vectorized gather stays. All match the reference."""
     g = _conv((1, 32, 8, 32), 32)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16]))
     prog = make_program(g, book)
     back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
-    steps = conversion_steps(prog.funcs[back], back, AVX512)
+    steps = conversion_steps(prog.funcs[back], back, target)
+    wide = conversion_steps(prog.funcs[back], back, dict(AVX512, **{"num-cores": target["num-cores"]}))
+    assert steps == wide
     assert [s.primitive for s in steps if s.primitive in ("cache_read", "compute_at", "cache_write")] == \
         ["cache_read", "compute_at"]
     sch = apply_steps(prog.funcs[back], steps)
     tile = dict(next(s for s in steps if s.primitive == "compute_at").args)["block"]
     for block in (tile, back):
         assert [(lp.kind, lp.extent) for lp in list_loops(sch, block)[-2:]] == [("unrolled", 4), ("vectorized", 4)]
-    assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[back], back, AVX2)]
-    tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(AVX512))  # builds where AVX-512 is not
-    _scheduled_matches(g, book)  # runs as the host's ISA schedules it
+    assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[back], back, GATHER)]
+    tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(target))  # builds where AVX-512 is not
+    _scheduled_matches(g, book, target)  # these steps, built for the host
+    _scheduled_matches(g, book, GATHER)
 
 
 def test_on_avx512_rows_crossing_tiles_of_odd_width_go_through_four_by_piece_tiles():
@@ -586,7 +628,7 @@ def test_on_avx512_rows_crossing_tiles_of_odd_width_go_through_four_by_piece_til
     tile every 14 W, which 4 does not divide, so 4x4 tiles do not apply; built for AVX-512 the
     row is split at the tiles and 4 channels (the source's rows) move inside it: a local
     14 W x 4 channel tile read along the channels, written 4 rows of 14 W. Matches the
-    reference; built for AVX2 the order model's gather stays."""
+    reference; built for the AMD EPYC the order model's gather stays."""
     g = _conv((1, 32, 8, 28), 32)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 14]))
     prog = make_program(g, book)
@@ -598,7 +640,7 @@ def test_on_avx512_rows_crossing_tiles_of_odd_width_go_through_four_by_piece_til
     tile = dict(next(s for s in steps if s.primitive == "compute_at").args)["block"]
     assert [(lp.kind, lp.extent) for lp in list_loops(sch, tile)[-2:]] == [("unrolled", 14), ("vectorized", 4)]
     assert [(lp.kind, lp.extent) for lp in list_loops(sch, back)[-2:]] == [("unrolled", 4), ("vectorized", 14)]
-    assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[back], back, AVX2)]
+    assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[back], back, GATHER)]
     tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target=target_from(AVX512))
     _scheduled_matches(g, book)
 
@@ -607,12 +649,13 @@ def test_the_loops_outside_half_the_l2_do_not_write_between_the_tiles_lines(cach
     """The 7x7/2 stem's output from 14 H x 2 W tiles -> NCHW (64 channels of 112 W): the streams
     model alone keeps the W blocks outermost (each pass over the image writes one line of every
     channel row: 40% of a copy on the Xeon); the W blocks go inside the H blocks instead, so the
-    loops inside half the L2 write whole runs of adjacent lines (78%)."""
+    loops inside half the L2 write whole runs of adjacent lines (78%). (The order model's
+    gather: built for the AMD EPYC.)"""
     g = _conv((1, 3, 224, 224), 64, 7, 2, 3)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[14, 2], ot=16, it=1))
     prog = make_program(g, book)
     back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
-    steps, loops = _scheduled_loops(prog, back)
+    steps, loops = _scheduled_loops(prog, back, GATHER)
     # loops: i1 C, i2 H (by the 14-high tiles), i3 W (16-wide blocks of 2-wide tiles)
     order = next(s for s in steps if s.primitive == "reorder").get("loops")
     assert order.index("i2_0") < order.index("i3_0") < order.index("i2_1"), order
@@ -620,10 +663,10 @@ def test_the_loops_outside_half_the_l2_do_not_write_between_the_tiles_lines(cach
     cache = convert._Cache.of(4)
     extents = [lp.extent for lp in list_loops(prog.funcs[back], back)]
     assert convert._dense([], [], extents, access, cache) is None  # nothing to close
-    _scheduled_matches(g, book, AVX2)
+    _scheduled_matches(g, book, GATHER)
 
 
-@pytest.mark.parametrize("target", [AVX2, AVX512])
+@pytest.mark.parametrize("target", [GATHER, AVX512])
 def test_an_output_beyond_the_l2_writes_its_rows_whole_where_the_reads_stay_long(caches, monkeypatch, target):
     """The 7x7/2 stem's output from 4 H x 16 W tiles -> NCHW (64 channels of 112 W, 3.2 MB): the
     streams model puts the tile's 4 rows inside the W blocks (the source read 4 KiB at a time,
@@ -649,7 +692,8 @@ def test_an_output_beyond_the_l2_writes_its_rows_whole_where_the_reads_stay_long
 def test_transposes_of_tiled_or_odd_buffers_keep_the_order_model(case):
     """Rows read from the source's tiles (NCHW16c -> NCHW, ALT's tiled output, ALT's unfold
     reading a tile's row at a time: 0.6-0.9x with the register tile) and extents that 4 does
-    not divide take no register tile."""
+    not divide take no transpose's register tile (built for the AMD EPYC, whose gathered rows
+    take none either)."""
     if case == "nchw16c back":
         g = _graph((2, 32, 8, 48))
         book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "relu2", factor=16))
@@ -667,7 +711,7 @@ def test_transposes_of_tiled_or_odd_buffers_keep_the_order_model(case):
     for name in kernels:
         assert convert._transposed(convert._Access.of(prog.funcs[name], name, list_loops(prog.funcs[name], name)),
                                    [lp.extent for lp in list_loops(prog.funcs[name], name)]) is None
-        assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[name], name, AVX2)]
+        assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[name], name, GATHER)]
 
 
 def test_a_transpose_whose_tile_would_read_a_varying_region_keeps_the_order_model():

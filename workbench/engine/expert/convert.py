@@ -27,9 +27,15 @@ steps, from the kernel's single block (its loops run over the destination's stor
   output is read a 16x16 tile at a time and written 16 channel rows at a time). The loops
   outside half the L2 keep the destination's order.
 - **parallel**: the outer loops are fused until they give every core several chunks, then run
-  in parallel.
-- **buffer** (``_through_buffer``): where the destination's rows are whole lines gathered lane by
-  lane across several of the source's tiles (ALT's tiled output -> NCHW), the block writes a
+  in parallel; a piece of the destination's rows narrower than a line is not one of them
+  (``_whole_lines_apart``: each chunk writes whole rows).
+- **register tiles** (``_tile_transpose``, ``_piece_tile``): where the destination's rows gather
+  their lanes from the source's rows at most a line apart (ALT's tiled output -> NCHW, NCHW16c
+  -> NCHW), built for AVX-512 or for 8 lanes on a CPU not in ``_TILE_AVERSE``, the two innermost
+  loops of the order made for a line-wide vector move 4 x 4 (or 4 x piece) tiles through
+  registers.
+- **buffer** (``_through_buffer``): elsewhere (AMD's Zen), where the destination's rows are whole
+  lines gathered lane by lane across several of the source's tiles, the block writes a
   buffer holding the largest tile of its inner loops within half the L2 (``cache_write`` +
   ``reverse_compute_at``), copied to the destination row by row, vectorized.
 - **borders** (``_borders``): where the block reads under a pad condition (an unfold's halo
@@ -116,11 +122,19 @@ _TRANSPOSE_BYTES = 16
 #: whole per pixel, 16 destination rows written; 1.1-1.4x at 64 and 256 channels)
 _FAR_LINES = {True: 2, False: 1}
 #: the least vector lanes for which a gathered destination row goes through register tiles
-#: (``_tile_transpose``): on AVX-512 LLVM builds a 16-float gather from 15 in-lane inserts, and
-#: ALT's 3x3 output -> NCHW ran at 53% of a copy timed beside it through 4x4 tiles instead of
-#: 36%, the 7x7/2 stem's output 64% instead of 52% (Xeon); on the AMD EPYC (8 lanes) register
-#: tiles on tiled sources ran at 0.6-0.9x of the order model's schedule
+#: (``_tile_transpose``), by CPU: on AVX-512 LLVM builds a 16-float gather from 15 in-lane
+#: inserts, and ALT's 3x3 output -> NCHW ran at 53% of a copy timed beside it through 4x4 tiles
+#: instead of 36%, the 7x7/2 stem's output 64% instead of 52% (Xeon). Built for AVX2 (8 lanes,
+#: ``haswell``) on the Xeon, the tiles in the order made for a line-wide vector: ALT's 3x3 and
+#: the stem's outputs 1.26-1.30x beyond its L3, the suite's batch-1 outputs 1.04-2.7x, DCGAN's
+#: and the 3-D decoder's 0.88-0.92x (7-17 us). On the CPUs of ``_TILE_AVERSE`` an 8-lane
+#: target keeps the order model's gather: on the AMD EPYC register tiles on tiled sources ran
+#: at 0.6-0.9x of it (measured with the tile's order made for 8 lanes, which lost on the Xeon
+#: too)
 _TILE_GATHER_LANES = 16
+#: the least vector lanes for register tiles on the other CPUs (LLVM names; AVX2's 8)
+_TILE_LANES = 8
+_TILE_AVERSE = ("znver",)
 #: the longest piece of a destination row, in register tile widths, that ``_piece_tile`` moves
 #: through registers whole (16 floats: 16 of AVX-512's 32 registers hold the tile)
 _PIECE_WIDTHS = 4
@@ -174,8 +188,49 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
             (steps := _transpose_steps(func, kernel, block, transpose, cores, _far_block(access, extents, transpose,
                                                                                            cache.line))):
         return steps
+    # on 8 lanes the tile's order is made for a line-wide vector (AVX-512's 16 fp32), so that the
+    # tile's rows write whole lines: ordered for 8 lanes, narrowed to 4-wide source tiles, a
+    # line's W pieces went outside the tile's 16 channel rows, and DCGAN's output ran 3-4x slower
+    tiles = access is not None and _register_tiles(target, lanes)
+    wide = max(lanes, cache.line) if tiles and lanes < _TILE_GATHER_LANES else lanes
+    b, order = _ordered(func, kernel, block, extents, access, cache, wide, cores, target)
+    if tiles and (steps := _tile_transpose(func, kernel, block, b, order, access, cache.line)):
+        return steps
+    if wide != lanes:
+        b, order = _ordered(func, kernel, block, extents, access, cache, lanes, cores, target)
+    across = access is not None and _rows_across_tiles(access, extents, cache)
+    if not across and _interleaves(access, [lp.name for lp in loops], b.loops(), lanes, cache.line):
+        _interleave(b, lanes)
+        return b.steps
+    # 4. vectorize the innermost loop
+    b.step("vectorize", loop=b.loops()[-1].name)
+    # 5. rows gathered across the source's tiles go through a buffer, written back whole;
+    # else a padded read's borders apart from its interior
+    if across:
+        _through_buffer(b, cache, lanes)
+    else:
+        _borders(b)
+    return b.steps
+
+
+def _register_tiles(target: Mapping, lanes: int) -> bool:
+    """Whether gathered destination rows may go through register tiles (``_tile_transpose``) on
+    ``target`` (``_TILE_GATHER_LANES``)."""
+    return lanes >= _TILE_GATHER_LANES or (lanes >= _TILE_LANES and not _cpu_is(target, _TILE_AVERSE))
+
+
+def _cpu_is(target: Mapping, prefixes: tuple[str, ...]) -> bool:
+    """Whether ``target``'s CPU (its LLVM ``mcpu``, the host's where it names none) starts with
+    one of ``prefixes``."""
+    return str(resolve_target(target).get("mcpu", "")).startswith(prefixes)
+
+
+def _ordered(func: tirx.PrimFunc, kernel: str, block: str, extents: Sequence[int], access: _Access | None,
+             cache: _Cache, lanes: int, cores: int, target: Mapping) -> tuple[_Builder, list[_Piece]]:
+    """The order model's schedule for vectors of ``lanes``: its steps so far (a builder: the
+    vector run fused, the splits, the order, the parallel loop) and the pieces in their order."""
     run, width = _vector_run(extents, lanes)
-    groups = [(k,) for k in range(len(loops) - run)] + [tuple(range(len(loops) - run, len(loops)))]
+    groups = [(k,) for k in range(len(extents) - run)] + [tuple(range(len(extents) - run, len(extents)))]
     sizes = [_group_sizes(access, extents, g, width if i == len(groups) - 1 else None, cache.line)
              for i, g in enumerate(groups)]
     b = _Builder(func, kernel, block)
@@ -191,31 +246,45 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
         pieces += [_Piece(g, ext, math.prod(sz[j + 1:]), len(pieces) + j) for j, ext in enumerate(sz)]
     # 2. the order: the vector piece innermost, then the cheapest footprint outwards
     order = _order(pieces, extents, access, cache)
-    if access is not None and str(resolve_target(target).get("mcpu", "")).startswith(_SCATTER_AVERSE) and \
+    if access is not None and _cpu_is(target, _SCATTER_AVERSE) and \
             _scatters(order, extents, access, cache) and \
             _traffic(pieces, extents, access, cache) <= _traffic(order, extents, access, cache) * (1 + _TIE):
         order = pieces  # as few lines read, and the writes in one sequential stream
+    # 3. parallel outer loops, none that splits the destination's lines between threads
+    order, shared = _whole_lines_apart(order, extents, cache, cores)
     if [p.pos for p in order] != list(range(len(pieces))):
         names = [lp.name for lp in b.loops()]
         b.step("reorder", loops=[names[p.pos] for p in order])
-    # 3. parallel outer loops
-    parallel_outer(b, b.loops()[:-1], cores)
-    if access is not None and lanes >= _TILE_GATHER_LANES and \
-            (steps := _tile_transpose(func, kernel, block, b, order, access, cache.line)):
-        return steps
-    across = access is not None and _rows_across_tiles(access, extents, cache)
-    if not across and _interleaves(access, [lp.name for lp in loops], b.loops(), lanes, cache.line):
-        _interleave(b, lanes)
-        return b.steps
-    # 4. vectorize the innermost loop
-    b.step("vectorize", loop=b.loops()[-1].name)
-    # 5. rows gathered across the source's tiles go through a buffer, written back whole;
-    # else a padded read's borders apart from its interior
-    if across:
-        _through_buffer(b, cache, lanes)
-    else:
-        _borders(b)
-    return b.steps
+    parallel_outer(b, b.loops()[:shared], cores)
+    return b, order
+
+
+def _whole_lines_apart(order: list[_Piece], extents: Sequence[int], cache: _Cache,
+                       cores: int) -> tuple[list[_Piece], int]:
+    """``order`` with the outer pieces of the destination's rows (of its innermost loop) that
+    step less than a line moved inside the loops that ``parallel_outer`` runs in parallel, and
+    how many loops it may fuse: each parallel chunk then writes whole rows, not a column of
+    pieces a few floats wide. (ALT's output -> NCHW of ResNet-18's layer-1 conv, batch 1, all of
+    it within half the L2: the model's order had the rows' 4-float pieces outermost, and it ran
+    at 5% of a copy, 60 us on one core, 176 on two; inside the channel and row blocks, 20 us.)
+    Pieces of other loops stay (a stem unfold's 9-float rows are whole rows: their loop taken
+    out of the parallel loops, the W tiles took its place, outside the model's tile, 0.3x)."""
+    head: list[_Piece] = []
+    later: list[_Piece] = []
+    chunks = 1
+    row = len(extents) - 1
+    for p in order[:-1]:
+        if chunks >= _wanted_chunks(cores):
+            break
+        # (the destination's innermost loop: its pieces' steps are destination elements)
+        if p.extent > 1 and row in p.group and p.step < cache.line:
+            later.append(p)
+        else:
+            head.append(p)
+            chunks *= p.extent
+    if not later or chunks < _wanted_chunks(cores):
+        return order, len(order) - 1  # (too few whole-row chunks: the model's order stays)
+    return head + later + [p for p in order if p not in head and p not in later], len(head)
 
 
 def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int, int] | None:
@@ -331,6 +400,8 @@ def _tile_transpose(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder, o
     Xeon, paired with the order model's schedule: NCHW16c -> NCHW 94% of a copy timed beside
     it instead of 72%, ALT's 3x3 output 61% instead of 42%, the stem's 65% instead of 53%."""
     width = _TRANSPOSE_BYTES // access.itemsize
+    if len(order) < 2:
+        return None
     (row, vec) = order[-2:]
     gather = abs(_source_step(access, vec) or 1)
     if width < 2 or not 1 < gather <= line or math.prod(access.src_shape) != math.prod(access.dst_shape):
@@ -649,13 +720,18 @@ def parallel_outer(b: "_Builder", outer: list, cores: int) -> None:
     """Fuse the first of the ``outer`` loops until every core has several chunks, and run the
     fused loop in parallel (a single chunk or a single core: left serial)."""
     take, chunks = 0, 1
-    while take < len(outer) and chunks < cores * _CHUNKS_PER_CORE:
+    while take < len(outer) and chunks < _wanted_chunks(cores):
         chunks *= outer[take].extent
         take += 1
     if take > 1:
         b.step("fuse", loops=[lp.name for lp in outer[:take]])
     if take and b.loops()[0].extent > 1 and cores > 1:
         b.step("parallel", loop=b.loops()[0].name)
+
+
+def _wanted_chunks(cores: int) -> int:
+    """How many chunks the parallel loop should have."""
+    return cores * _CHUNKS_PER_CORE
 
 
 class _Builder:
