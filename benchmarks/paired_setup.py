@@ -152,19 +152,6 @@ def _suite_conversions(target: dict) -> list[tuple[str, str, object]]:
     return funcs
 
 
-def _beyond_llc(case, kernel: str, raw, target: dict):
-    """The conversion ``kernel`` of ``case`` batched as the conversions benchmark batches it."""
-    from dataclasses import replace
-
-    from workbench.engine.convbench import LLC_TIMES, _nbytes, case_conversions, last_level_cache, scaled_batch
-
-    factor = scaled_batch(_nbytes(raw), int(LLC_TIMES * last_level_cache()))
-    if factor == 1:
-        return raw
-    big = replace(case, shape=(case.shape[0] * factor, *case.shape[1:]))
-    return next(c for c in case_conversions(big, target) if c[0] == kernel)[1]
-
-
 def paired_conversions(rev: str, argv: list[str]) -> None:
     """Print, for each conversion whose steps differ between ``rev``'s ``expert.convert`` (old) and
     the working tree's (new), both timed in turn with a copy of the same bytes: the conversions
@@ -173,15 +160,16 @@ def paired_conversions(rev: str, argv: list[str]) -> None:
     import numpy as np
 
     import workbench.engine.expert.convert as new
-    from workbench.engine.convbench import CASES, _nbytes, case_conversions
+    from workbench.engine.conversions import buffer_bytes
+    from workbench.engine.convbench import CASES, LLC_TIMES, batched_conversions, last_level_cache
 
     old = old_convert(rev)
     target, args = target_and_args(argv)
     rounds = int(args[0])
     funcs = []
     if "--suite-only" not in args:
-        funcs += [(case.name, k, _beyond_llc(case, k, raw, target))
-                  for case in CASES for k, raw, _ in case_conversions(case, target)]
+        least = int(LLC_TIMES * last_level_cache())  # batched as the conversions benchmark batches them
+        funcs += [(case.name, k, raw) for case in CASES for k, _, raw, _ in batched_conversions(case, target, least)]
     if "--cases-only" not in args:
         funcs += _suite_conversions(target)
     same = 0
@@ -193,7 +181,7 @@ def paired_conversions(rev: str, argv: list[str]) -> None:
         s = timed_in_turn(raw, {"old": so, "new": sn}, target, rounds, copy=True)
         if "old" not in s or "new" not in s:
             continue  # (timed_in_turn said which TVM refused)
-        nbytes = _nbytes(raw)
+        nbytes = buffer_bytes(raw)
         pct = {n: np.median([100 * c / v for c, v in zip(s["copy"], s[n])]) for n in ("old", "new")}
         ratio = [o / n for o, n in zip(s["old"], s["new"])]
         print(f"{name:26s} {k:18s} {nbytes / 1e6:7.2f}MB old {np.median(s['old']) * 1e3:9.1f}us ({pct['old']:3.0f}%) "

@@ -9,6 +9,7 @@ from tvm.script import tirx as T
 
 from workbench.engine import convbench
 from workbench.engine.ceilings import stream_copy
+from workbench.engine.conversions import buffer_bytes
 from workbench.engine.convbench import COLUMNS, ConversionCase, case_conversions, run_conversion_bench
 
 TARGET = {"kind": "llvm", "num-cores": 2}
@@ -50,7 +51,7 @@ def test_each_conversion_is_batched_beyond_the_bytes_asked_for(tmp_path, monkeyp
     monkeypatch.setattr(cb, "get_ceilings", lambda target: type("C", (), {"copy_gbs": 10.0})())
     monkeypatch.setattr(cb, "last_level_cache", lambda: 40_000)
     alt = TINY[1]
-    small = {k: cb._nbytes(raw) for k, raw, _ in case_conversions(alt, TARGET)}
+    small = {k: buffer_bytes(raw) for k, raw, _ in case_conversions(alt, TARGET)}
     rows = run_conversion_bench((alt,), tmp_path, TARGET, rounds=1)  # at least 1.5 x 40 kB
     for r in rows:
         factor = r["batch"] // alt.shape[0]

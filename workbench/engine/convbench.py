@@ -15,7 +15,6 @@ page does.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -27,6 +26,7 @@ from .bench import call_timer, machine_name, write_tables
 from .book import LayoutBook
 from .ceilings import cache_info, get_ceilings, stream_copy
 from . import codegen
+from .conversions import buffer_bytes
 from .graph import GraphBuilder
 from .interleave import ROUNDS, interleaved_samples
 from .keys import apply_actions
@@ -122,7 +122,7 @@ def _measure(name: str, kernel: str, raw: Any, scheduled: Any, target: dict, cop
     want[0] = args[0]
     _compile(raw, target)(*want)
     verified = bool(np.array_equal(args[-1].numpy(), want[-1].numpy()))
-    nbytes = _nbytes(scheduled)
+    nbytes = buffer_bytes(scheduled)
     elems = nbytes // 8 // 16 * 16  # copy: half the bytes read, half written
     copy = stream_copy(elems)
     copy_fn, copy_args = _compile(copy, target), _random_args(copy, rng)
@@ -135,8 +135,19 @@ def _measure(name: str, kernel: str, raw: Any, scheduled: Any, target: dict, cop
                 copy_ms=copy_ms, pct_adjacent_copy=100 * adjacent, verified=verified)
 
 
-def _nbytes(func: Any) -> int:
-    return sum(4 * math.prod(int(n) for n in p.shape) for p in func.params)  # float32 buffers
+def batched_conversions(case: ConversionCase, target: dict, least: int) -> list[tuple[str, int, Any, Any]]:
+    """``case_conversions`` of ``case``, each conversion from the case batched to move at least
+    ``least`` bytes (``scaled_batch``; its steps made for that size): (name, batch, unscheduled
+    PrimFunc, PrimFunc with its analytic schedule). Each batch of the case is built once."""
+    built = {1: case_conversions(case, target)}
+    found = []
+    for kernel, raw, _ in built[1]:
+        factor = scaled_batch(buffer_bytes(raw), least)
+        if factor not in built:
+            built[factor] = case_conversions(replace(case, shape=(case.shape[0] * factor, *case.shape[1:])), target)
+        _, raw, scheduled = next(c for c in built[factor] if c[0] == kernel)
+        found.append((kernel, case.shape[0] * factor, raw, scheduled))
+    return found
 
 
 def run_conversion_bench(cases: tuple[ConversionCase, ...], out_dir: Path, target: dict, *, rounds: int = ROUNDS,
@@ -149,12 +160,8 @@ def run_conversion_bench(cases: tuple[ConversionCase, ...], out_dir: Path, targe
     least = int(LLC_TIMES * last_level_cache()) if least_bytes is None else least_bytes
     rows: list[dict] = []
     for case in cases:
-        for kernel, raw, scheduled in case_conversions(case, target):
-            big = replace(case, shape=(case.shape[0] * scaled_batch(_nbytes(raw), least), *case.shape[1:]))
-            if big != case:  # the same kernel of the case batched larger (its steps made for that size)
-                _, raw, scheduled = next(c for c in case_conversions(big, target) if c[0] == kernel)
-            rows.append({"batch": big.shape[0], **_measure(case.name, kernel, raw, scheduled, target, copy_gbs,
-                                                             rounds)})
+        for kernel, batch, raw, scheduled in batched_conversions(case, target, least):
+            rows.append({"batch": batch, **_measure(case.name, kernel, raw, scheduled, target, copy_gbs, rounds)})
             write_conversion_results(rows, out_dir, copy_gbs, least)
             if on_step:
                 on_step(f"{case.name} {kernel}")

@@ -10,7 +10,7 @@ computes nothing, so what it is worth is how close it moves its bytes to a copy'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -42,8 +42,12 @@ class ConversionRate:
 def conversion_bytes(program: Program, kernel: str) -> int:
     """Bytes a kernel reads and writes: each of its buffers (``program.funcs[kernel]``'s
     parameters, as stored) once."""
-    return sum(int(np.prod([int(n) for n in p.shape])) * np.dtype(str(p.dtype)).itemsize
-               for p in program.funcs[kernel].params)
+    return buffer_bytes(program.funcs[kernel])
+
+
+def buffer_bytes(func: Any) -> int:
+    """Bytes of a PrimFunc's buffers (its parameters, as stored), each once."""
+    return sum(int(np.prod([int(n) for n in p.shape])) * np.dtype(str(p.dtype)).itemsize for p in func.params)
 
 
 def conversion_rates(program: Program, latencies: Mapping[str, float], copy_gbs: float) -> list[ConversionRate]:
