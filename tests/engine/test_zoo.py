@@ -5,7 +5,9 @@ case study."""
 from __future__ import annotations
 
 import re
+import threading
 
+import numpy as np
 import pytest
 
 from workbench.engine import zoo
@@ -135,3 +137,89 @@ def test_network_options_are_checked_before_anything_is_imported(monkeypatch):
         zoo.load("mobilenet_v2", seq=3)
     with pytest.raises(GraphError, match="known: r18_stem, .*, resnet18, mobilenet_v2, bert_layer$"):
         zoo.load("resnet9000")
+
+
+########## Imports from several threads (the app's tabs and reruns) ##########
+
+#: small BERT layers: the smallest zoo networks that go through torch.export (0.1-0.3 s each)
+SMALL_BERTS = [dict(seq=8, hidden=32, heads=2), dict(seq=16, hidden=48, heads=4)]
+
+
+def _bert_reference(options: dict):
+    """The graph of ``bert_layer(**options)`` imported directly, without the zoo's cache or lock."""
+    from workbench.engine import networks
+    from workbench.engine.frontend import import_module
+
+    return import_module(*networks.bert_layer(**options), "bert_layer", zoo.bert_layer.__doc__)
+
+
+def _same_graph(got, want) -> None:
+    assert got.nodes == want.nodes and got.inputs == want.inputs and got.outputs == want.outputs
+    assert {t: v.shape for t, v in got.tensors.items()} == {t: v.shape for t, v in want.tensors.items()}
+    assert set(got.values) == set(want.values)
+    for name, value in want.values.items():
+        np.testing.assert_array_equal(got.values[name], value, err_msg=name)
+
+
+def test_two_networks_import_at_once_from_two_threads():
+    """torch.export is not thread-safe: two imports started together (a model switch while another
+    tab imports) corrupt each other ("ProxyTorchDispatchMode slot already occupied", "Trying to pop
+    empty mode stack") unless the zoo runs them one at a time."""
+    misses = zoo._imported.cache_info().misses
+    start = threading.Barrier(len(SMALL_BERTS))
+    graphs: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def build(i: int, options: dict) -> None:
+        start.wait()
+        try:
+            graphs[i] = zoo.load("bert_layer", **options)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=build, args=(i, o)) for i, o in enumerate(SMALL_BERTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert zoo._imported.cache_info().misses - misses == len(SMALL_BERTS)  # both were imported, not cached
+    for i, options in enumerate(SMALL_BERTS):
+        assert graphs[i].tensor("data").shape == (1, options["seq"], options["hidden"])
+        _same_graph(graphs[i], _bert_reference(options))
+
+
+def test_a_failed_import_leaves_nothing_behind_and_a_retry_succeeds(monkeypatch):
+    """An import that fails inside torch.export (here: the module's forward raises halfway through
+    the trace) is refused in one line naming the model; nothing is cached, and the next load
+    imports the network again and gets the right graph."""
+    import torch
+
+    from workbench.engine import networks
+
+    real, calls = networks.bert_layer, []
+
+    class FailsHalfway(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.inner(x)
+            raise RuntimeError("injected failure\nits second line")
+
+    def flaky(**options):
+        module, example = real(**options)
+        calls.append(options)
+        return (FailsHalfway(module) if len(calls) == 1 else module), example
+
+    monkeypatch.setattr(networks, "bert_layer", flaky)
+    options = dict(seq=8, hidden=32, heads=4)
+    with pytest.raises(GraphError) as failed:
+        zoo.load("bert_layer", **options)
+    assert str(failed.value) == "bert_layer: torch.export failed: injected failure"
+    graph = zoo.load("bert_layer", **options)
+    assert len(calls) == 2  # the failure was not cached: the retry imported the network again
+    monkeypatch.setattr(networks, "bert_layer", real)
+    _same_graph(graph, _bert_reference(options))
+    assert zoo.load("bert_layer", **options) is graph  # and the success is

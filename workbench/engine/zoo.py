@@ -3,7 +3,8 @@
 Every model documents its ops and tensors; the app and session files use these names.
 ``MODELS`` maps a zoo name to its builder; ``NETWORKS`` holds the real networks of the paper's
 end-to-end study (ResNet-18, MobileNet-V2, a BERT-base layer), imported from their ``torch.nn``
-definitions (``networks``) through ``frontend`` like any user model. ``load(name, **options)``
+definitions (``networks``) through ``frontend`` like any user model, one import at a time in a
+process (``BUILD_LOCK``: torch.export is not thread-safe). ``load(name, **options)``
 builds one after checking the options against the model's declared schema (``OPTIONS``): type,
 range, divisibility and a cap on tensor size, so a bad option is refused with a message naming it
 before TVM sees a shape.
@@ -19,6 +20,7 @@ import functools
 import inspect
 import math
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -28,7 +30,7 @@ from .graph import Graph, GraphBuilder
 
 __all__ = ["MODELS", "NETWORKS", "OPTIONS", "IntOption", "load", "check_options", "check_model", "load_model",
            "model_label",
-           "file_model", "DEFAULT_MODEL", "MAX_TENSOR_ELEMENTS"]
+           "file_model", "DEFAULT_MODEL", "MAX_TENSOR_ELEMENTS", "BUILD_LOCK"]
 
 DEFAULT_MODEL = "r18_stem"
 
@@ -203,6 +205,24 @@ MODELS: dict[str, Callable[..., Graph]] = {
 
 ########## Real networks (imported from torch.nn) ##########
 
+#: one model import at a time in this process: torch.export keeps process-wide state (its mode
+#: stacks, the module being traced) that two threads importing at once corrupt for each other
+BUILD_LOCK = threading.RLock()
+
+
+def _one_at_a_time(build: Callable[..., Graph]) -> Callable[..., Graph]:
+    """``build`` (an ``lru_cache``d import) under ``BUILD_LOCK``: a second caller waits, then
+    finds the graph cached. A failed import caches nothing, so calling again retries it."""
+    @functools.wraps(build)
+    def run(*args: Any, **kwargs: Any) -> Graph:
+        with BUILD_LOCK:
+            return build(*args, **kwargs)
+
+    run.cache_info, run.cache_clear = build.cache_info, build.cache_clear  # type: ignore[attr-defined]
+    return run
+
+
+@_one_at_a_time
 @functools.lru_cache(maxsize=8)  # an import takes seconds: the app replays sessions on every undo
 def _imported(name: str, doc: str, **options: int) -> Graph:
     from . import networks
@@ -394,6 +414,7 @@ def load_model(model: Mapping) -> Graph:
     return _file_graph(path, digest, inputs)
 
 
+@_one_at_a_time
 @functools.lru_cache(maxsize=8)
 def _file_graph(path: str, digest: str, inputs: tuple) -> Graph:
     from .frontend import import_file, read_model
@@ -410,7 +431,8 @@ def file_model(path: str, inputs: Mapping[str, Any] | None = None, origin: str |
     from .frontend import input_shapes, read_model
 
     data, extern, digest = read_model(path)
-    shapes = input_shapes(path, inputs, model=(data, extern))
+    with BUILD_LOCK:  # a .pt2 is loaded by torch.export
+        shapes = input_shapes(path, inputs, model=(data, extern))
     spec = {"file": str(path), "sha256": digest, "inputs": {k: list(v) for k, v in shapes.items()}}
     if origin:
         spec["origin"] = origin
