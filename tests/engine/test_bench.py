@@ -9,7 +9,8 @@ import pytest
 
 from workbench.engine import bench
 from workbench.engine.errors import TuneError
-from workbench.engine.interleave import interleaved_samples, remeasure, steal_pct
+from workbench.engine.interleave import interleaved_samples, remeasure
+from workbench.engine.machine import MachineState, steal_pct
 from workbench.engine.targets import DEFAULT_TARGET
 
 
@@ -28,7 +29,7 @@ def scripted(values: dict[str, list[float]], log: list[str]) -> dict:
 
 def test_contenders_are_measured_in_turn():
     log: list[str] = []
-    got = interleaved_samples(scripted({n: [1.0] * 3 for n in "ABCD"}, log), rounds=3)
+    got = interleaved_samples(scripted({n: [1.0] * 3 for n in "ABCD"}, log), rounds=3, settle_s=0)
     assert "".join(log) == "ABCD" * 3
     assert got == {n: [1.0] * 3 for n in "ABCD"}
     with pytest.raises(ValueError, match="rounds must be at least 1"):
@@ -91,7 +92,7 @@ def test_the_wait_for_quiet_ends_when_the_cores_idle_or_at_its_limit(monkeypatch
 
 def test_medians_and_spreads_of_quiet_contenders():
     log: list[str] = []
-    got = remeasure(scripted({"A": [1.0, 1.02, 0.98, 1.0, 1.01], "B": [2.0, 2.1, 2.0, 1.95, 2.0]}, log), rounds=5)
+    got = remeasure(scripted({"A": [1.0, 1.02, 0.98, 1.0, 1.01], "B": [2.0, 2.1, 2.0, 1.95, 2.0]}, log), rounds=5, settle_s=0)
     assert "".join(log) == "AB" * 5  # nobody measured again
     assert got["A"].median_ms == 1.0 and got["A"].relative_spread == pytest.approx(0.04)
     assert got["B"].median_ms == 2.0 and got["B"].relative_spread == pytest.approx(0.075)
@@ -104,7 +105,7 @@ def test_a_noisy_contender_is_measured_again_then_flagged_if_still_noisy():
               "B": [2.0, 3.0, 2.0] + [2.0, 2.02, 2.0],  # noisy, then quiet: the quiet set is reported
               "C": [3.0] * 3,
               "D": [1.0, 2.0, 1.0] + [1.0, 1.5, 1.2]}   # noisy twice: the quieter set, flagged
-    got = remeasure(scripted(script, log), rounds=3, noise=0.10)
+    got = remeasure(scripted(script, log), rounds=3, noise=0.10, settle_s=0)
     assert "".join(log) == "ABCD" * 3 + "BD" * 3
     assert (got["B"].median_ms, got["B"].noisy, got["B"].stats.rounds) == (2.0, False, 2)
     assert got["B"].relative_spread == pytest.approx(0.01)
@@ -113,32 +114,102 @@ def test_a_noisy_contender_is_measured_again_then_flagged_if_still_noisy():
     assert not got["A"].noisy and got["C"].median_ms == 3.0 and got["C"].stats.rounds == 1
 
 
+def _row(script: dict[str, list[float]], flops: int = 3_000_000, peak_flops: int = 4_000_000,
+         **fields) -> bench.BenchRow:
+    """A row from scripted timers re-measured over 2 rounds (the FMA kernel as ``peak``, whose
+    call does ``peak_flops``)."""
+    got = remeasure(scripted(script, []), rounds=2, settle_s=0)
+    return bench.BenchRow("w", "conv2d", 8, joint_layout="alt_tiled()", verified=True, date="d", machine="m",
+                          flops=flops, **fields, **bench._remeasured_fields(got, 2, peak_flops))
+
+
 def test_a_row_reports_remeasured_figures_beside_the_tuning_ones():
-    log: list[str] = []
-    got = remeasure(scripted({"metaschedule": [2.0] * 2, "loop_only": [1.5] * 2, "joint": [1.0] * 2,
-                              "joint_conversions": [0.25] * 2, "torch": [0.5, 1.0] * 2}, log), rounds=2)
-    row = bench.BenchRow("w", "conv2d", 8, joint_layout="alt_tiled()", verified=True,
-                         date="d", machine="m", metaschedule_tuning_ms=1.5, joint_tuning_ms=0.9,
-                         flops=3_000_000, peak_gflops=4.0, **bench._remeasured_fields(got, 2))
+    row = _row({"metaschedule": [2.0] * 2, "loop_only": [1.5] * 2, "joint": [1.0] * 2, "joint_conversions": [0.25] * 2,
+                "peak": [1.0] * 2, "torch": [0.5, 1.0] * 2}, metaschedule_tuning_ms=1.5, joint_tuning_ms=0.9)
     d = row.as_dict()
-    assert list(d) == bench.COLUMNS
+    assert list(d) == bench.COLUMNS and bench.COLUMNS[3] == "joint_with_conversions_vs_library"  # the headline leads
     assert (d["metaschedule_ms"], d["joint_ms"], d["numpy_ms"], d["numpy_spread"]) == (2.0, 1.0, None, None)
     assert d["joint_vs_metaschedule"] == 2.0 and d["joint_vs_torch"] == pytest.approx(0.75)
     assert (d["metaschedule_tuning_ms"], d["joint_tuning_ms"], d["noisy"]) == (1.5, 0.9, "torch")
     assert d["joint_conversions_ms"] == 0.25 and d["joint_with_conversions_vs_metaschedule"] == 1.6
     assert d["joint_vs_loop_only"] == 1.5 and d["joint_with_conversions_vs_loop_only"] == 1.2
-    # 3 MFLOP in 1.5 ms: 2 GFLOP/s of a 4 GFLOP/s peak; the joint kernel's 3 GFLOP/s
+    # the only library measured is PyTorch: it is the library, and the headline charges the conversions
+    assert (d["library"], d["library_ms"]) == ("PyTorch", 0.75) and d["joint_vs_library"] == pytest.approx(0.75)
+    assert d["joint_with_conversions_vs_library"] == pytest.approx(0.6)
+    # the FMA kernel: 4 MFLOP a 1 ms call, 4 GFLOP/s in these rounds. 3 MFLOP in 1.5 ms: 2 GFLOP/s,
+    # 50% of it; the joint kernel's 3 GFLOP/s, 75%
+    assert d["peak_gflops"] == pytest.approx(4.0) and d["peak_spread"] == 0.0
     assert (d["loop_only_pct_peak"], d["pct_peak"]) == (pytest.approx(50.0), pytest.approx(75.0))
+    assert d["peak_note"] == "" and row.shown()["pct_peak"] == d["pct_peak"]  # under 100: a plain figure
 
 
+def test_a_row_faster_than_the_in_run_peak_is_flagged_and_its_percentage_not_shown_plainly(tmp_path):
+    """The FMA kernel ran slower in these rounds than the joint kernel's FLOP rate: the
+    percentage says the peak was measured low, not how close the kernel comes to the machine."""
+    row = _row({"loop_only": [1.5] * 2, "joint": [0.5] * 2, "joint_conversions": [0.0] * 2, "peak": [2.0] * 2,
+                "torch": [1.0] * 2})
+    assert row.peak_gflops == pytest.approx(2.0)  # 4 MFLOP in 2 ms
+    assert row.pct_peak == pytest.approx(300.0) and row.loop_only_pct_peak == pytest.approx(100.0)
+    assert row.noisy == "peak" and "joint at 300% of the FMA kernel's rate in the same rounds" in row.peak_note
+    assert "loop_only" not in row.peak_note  # 100% is no flag
+    shown = row.shown()
+    assert shown["pct_peak"] == "over peak (300%)" and row.as_dict()["pct_peak"] == pytest.approx(300.0)
+    bench.write_results([row], tmp_path)
+    text = (tmp_path / "results.md").read_text()
+    assert "over peak (300%)" in text and "| 300 |" not in text
+    (saved,) = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert saved["noisy"] == "peak" and saved["peak_note"] == row.peak_note
+    # a noisy FMA kernel is named once, and its spread said
+    noisy = _row({"joint": [1.0] * 2, "peak": [1.0, 2.0] * 2})
+    assert noisy.noisy == "peak" and "the FMA kernel's samples spread" in noisy.peak_note
+
+
+def test_the_library_column_takes_the_fastest_library_contender():
+    row = _row({"joint": [1.0] * 2, "joint_conversions": [0.5] * 2, "peak": [1.0] * 2, "torch": [3.0] * 2,
+                "numpy": [2.0] * 2, "torch_compile": [2.5] * 2})
+    assert (row.library, row.library_ms) == ("NumPy", 2.0)
+    assert row.joint_vs_library == 2.0 and row.joint_with_conversions_vs_library == pytest.approx(2.0 / 1.5)
+    assert row.joint_vs_torch == 3.0  # PyTorch eager stays beside it
+    # the timers' own names come through; a contender that could not be made is named missing
+    got = remeasure(scripted({"torch": [1.0] * 2, "numpy": [2.0] * 2}, []), rounds=2, settle_s=0)
+    fields = bench._remeasured_fields(got, 2, 0, {"torch": "PyTorch (channels-last)"},
+                                      {"torch_compile": "ValueError: no compiler"})
+    assert (fields["library"], fields["library_ms"]) == ("PyTorch (channels-last)", 1.0)
+    assert fields["missing"] == "torch.compile (ValueError: no compiler)" and fields["torch_compile_ms"] is None
+    assert bench._remeasured_fields({}, 2)["library_ms"] is None and bench._remeasured_fields({}, 2)["library"] == ""
+
+
+def test_a_summary_with_a_missing_contender_says_missing_never_nan_or_a_bare_x(tmp_path):
+    from workbench.engine.netbench import write_network_results
+
+    rows = [_row({"expert": [1.0] * 2, "peak": [1.0] * 2, "torch": [2.0] * 2}),  # budget 0: no joint kernel
+            _row({"expert": [1.0] * 2, "peak": [1.0] * 2, "torch": [1.0] * 2})]
+    bench.write_results(rows, tmp_path)
+    footer = (tmp_path / "results.md").read_text().splitlines()[-1]
+    assert "joint + conversions vs the fastest library: missing (no row has it)" in footer
+    assert "vs PyTorch eager: 1.414x" in footer and "nan" not in footer and " x" not in footer
+    rows = [{"network": "a", "budget": 8, "ours_ms": 2.0, "torch_ms": 3.0, "ours_vs_torch": 1.5,
+             "tvm_metaschedule_ms": None, "ours_vs_tvm_metaschedule": None},
+            {"network": "b", "budget": 8, "ours_ms": 1.0, "torch_ms": float("nan"), "ours_vs_torch": float("nan"),
+             "ours_vs_tvm_metaschedule": None}]
+    write_network_results(rows, tmp_path)
+    text = (tmp_path / "networks.md").read_text()
+    assert "ours vs PyTorch: 1.5x over 1 of 2 networks" in text
+    assert "ours vs TVM Relax + MetaSchedule: missing (no network has it)" in text
+    assert "nan" not in text and " x" not in text
+
+
+@pytest.mark.tuning
 def test_a_tiny_bench_remeasures_every_contender(tmp_path):
     w = bench.Workload("gmm_tiny", "matmul", (64, 64), (64, 64), {})
     steps: list[str] = []
-    (row,) = bench.run_bench([w], 8, tmp_path, dict(DEFAULT_TARGET), rounds=3, on_step=steps.append)
+    (row,) = bench.run_bench([w], 8, tmp_path, dict(DEFAULT_TARGET), rounds=3, libraries=("torch", "numpy"),
+                             on_step=steps.append)
     assert row.verified and "interleaved, 3 rounds" in steps[-1]
     for name in bench.CONTENDERS:
-        if name != "joint_conversions":
+        if name not in ("joint_conversions", "peak", "torch_compile"):
             assert getattr(row, f"{name}_ms") > 0 and getattr(row, f"{name}_spread") >= 0
+    assert row.peak_gflops > 0 and row.library in ("PyTorch", "NumPy") and row.torch_compile_ms is None
     # the joint layout's conversions are a contender of their own, none for the default layout
     assert (row.joint_conversions_ms > 0) == (row.joint_layout != "default")
     assert (row.joint_conversions_gbs is None) == (row.joint_layout == "default")
@@ -156,6 +227,7 @@ def test_a_tiny_bench_remeasures_every_contender(tmp_path):
     assert "joint ms (tuning)" in (tmp_path / "results.md").read_text()
 
 
+@pytest.mark.tuning
 def test_metaschedule_with_tvms_defaults_starts_from_no_expert_schedule(tmp_path, monkeypatch):
     """The plain-TVM yardstick must not get the workbench's seed; the loop-only stage must."""
     from workbench.engine.tuning import loop
@@ -196,28 +268,38 @@ def test_a_run_folder_from_before_the_columns_were_renamed_is_refused(tmp_path):
 
 
 def test_budget_zero_measures_the_expert_schedules_alone(tmp_path):
-    """No tuner runs: the expert schedule against PyTorch and NumPy, interleaved as ever."""
+    """No tuner runs: the expert schedule against PyTorch and NumPy and the FMA kernel, interleaved
+    as ever, and the machine's state recorded."""
+    import json
+
     w = bench.Workload("gmm_tiny", "matmul", (64, 64), (64, 64), {})
-    (row,) = bench.run_bench([w], 0, tmp_path, dict(DEFAULT_TARGET), rounds=3)
+    (row,) = bench.run_bench([w], 0, tmp_path, dict(DEFAULT_TARGET), rounds=3, libraries=("torch", "numpy"))
     assert row.verified and row.expert_ms > 0 and row.torch_ms > 0 and row.numpy_ms > 0
+    assert row.library_ms == min(row.torch_ms, row.numpy_ms) and row.expert_vs_library > 0
+    assert row.peak_gflops > 0 and row.expert_pct_peak == pytest.approx(
+        100 * 2 * 64 ** 3 / (row.expert_ms * 1e6) / row.peak_gflops)
+    state = json.loads((tmp_path / "machine.json").read_text())
+    assert state["start"]["vcpus"] >= 1 and state["end"]["taken_at"] >= state["start"]["taken_at"]
+    assert state["peak_gflops"] == {"gmm_tiny": row.peak_gflops} and "accumulators" in state["fma_kernel"]
     assert row.metaschedule_ms is None and row.loop_only_ms is None and row.joint_ms is None
     assert row.joint_layout == ""
     assert not (tmp_path / "progress" / "gmm_tiny_joint.jsonl").exists()
     assert row.expert_vs_torch == pytest.approx(row.torch_ms / row.expert_ms)
-    assert "expert schedule alone vs PyTorch: " in (tmp_path / "results.md").read_text()
+    assert "expert schedule alone vs the fastest library: " in (tmp_path / "results.md").read_text()
     assert row.steal_pct is None or 0 <= row.steal_pct <= 100  # None: an OS that does not count it
     assert "steal %" in (tmp_path / "results.md").read_text()
 
 
 def test_steal_is_the_hypervisors_share_of_the_cpu_time_between_two_readings():
-    from collections import namedtuple
+    def state(steal, total):
+        return MachineState(0.0, 2, 1, 2600.0, 0.0, steal, total)
 
-    Times = namedtuple("Times", "user system idle steal")
-    assert steal_pct(Times(10, 5, 80, 5), Times(40, 10, 130, 20)) == pytest.approx(100 * 15 / 100)
-    assert steal_pct(Times(1, 1, 1, 1), Times(1, 1, 1, 1)) is None  # no time passed
-    assert steal_pct(Times(1, 1, 1, 1), namedtuple("T", "user system idle")(2, 2, 2)) is None  # not counted
+    assert steal_pct(state(5, 100), state(20, 200)) == pytest.approx(100 * 15 / 100)
+    assert steal_pct(state(1, 4), state(1, 4)) is None  # no time passed
+    assert steal_pct(state(None, 3), state(None, 6)) is None  # not counted
 
 
+@pytest.mark.tuning
 def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pytorch(tmp_path):
     """A small BERT layer (sequence 4, hidden 64, 2 heads) with tiny budgets: each contender
     timed, each output compared with PyTorch's, the issue's columns written."""
@@ -245,9 +327,12 @@ def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pyto
     assert ms == sorted(ms, reverse=True) and min(ms) > 0
     assert sum(float(k["share"]) for k in kernels) == pytest.approx(1.0, abs=0.01)
     assert any("matmul" in k["ops"] or "dense" in k["ops"] for k in kernels)
+    tuned = [k for k in kernels if k["tuned_ms"]]  # each tuned kernel beside its tuning's figure (#48)
+    assert tuned and all(float(k["vs_tuned"]) == pytest.approx(float(k["ms"]) / float(k["tuned_ms"]), rel=0.01)
+                         for k in tuned)
 
 
-def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic_schedules():
+def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic_schedules(monkeypatch):
     """The "conversions ms" column times what a session builds: each conversion kernel after
     ``conversion_steps``, not the unscheduled loop nest."""
     import tvm_ffi
@@ -270,11 +355,13 @@ def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic
     for name, func in want.items():
         assert tvm_ffi.structural_equal(built.program.funcs[name], func)
         assert "T.parallel" in func.script()  # scheduled: the unscheduled nest has no parallel loop
-    # the column's timer: every conversion kernel, added up
-    timer = bench.conversions_timer(built, graph.random_inputs(), min_ms=5.0)
-    each = [bench.kernel_timer(built, name, graph.random_inputs(), min_ms=5.0)() for name in names]
-    assert timer() == pytest.approx(sum(each), rel=0.5) and bench.conversions_timer(
-        bench._tuned(graph, LayoutBook(), op, None, target)[0], graph.random_inputs()) is None
+    # the column's timer: every conversion kernel timed as a kernel is, their times added
+    assert bench.conversions_timer(built, graph.random_inputs(), min_ms=5.0)() > 0
+    made: list[str] = []
+    monkeypatch.setattr(bench, "kernel_timer", lambda b, name, values, min_ms: made.append(name) or (lambda: 1.5))
+    timer = bench.conversions_timer(built, graph.random_inputs(), min_ms=6.0)
+    assert sorted(made) == sorted(names) and timer() == 1.5 * len(names)
+    assert bench.conversions_timer(bench._tuned(graph, LayoutBook(), op, None, target)[0], graph.random_inputs()) is None
 
 
 def test_the_search_study_table_has_each_run_and_the_geometric_mean(tmp_path):

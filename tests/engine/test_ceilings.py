@@ -144,3 +144,72 @@ def test_copy_bandwidth_reads_the_cached_ceilings_else_measures_the_copy_alone(t
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(Ceilings(**BASE).to_json()))
     assert ceil_mod.copy_bandwidth(DEFAULT_TARGET) == 10.0 and len(calls) == 1  # cached: nothing measured
+
+
+def _state(**kw):
+    from workbench.engine.machine import MachineState
+
+    return MachineState(**{**dict(taken_at=1000.0, vcpus=2, threads_per_core=1, clock_mhz=2600.0, load1=0.3,
+                                  steal_s=0.0, cpu_s=10.0), **kw})
+
+
+def test_cached_ceilings_older_than_the_process_or_from_another_machine_state_are_stale():
+    then = _state()
+    c = Ceilings(**BASE, measured_at=1000.0, pid=42, machine=then.to_json())
+    assert ceil_mod.stale_reason(c, then, started=900.0) == ""
+    assert "before this process started" in ceil_mod.stale_reason(c, then, started=1001.0)
+    assert "by process 42" in ceil_mod.stale_reason(c, then, started=1001.0)
+    assert "4 vCPUs" in ceil_mod.stale_reason(c, _state(vcpus=4), started=900.0)
+    assert "2600 MHz then, 4500 MHz now" in ceil_mod.stale_reason(c, _state(clock_mhz=4500.0), started=900.0)
+    assert ceil_mod.stale_reason(c, _state(clock_mhz=2700.0), started=900.0) == ""  # within 10%
+    assert "the load was 0.3 then, 1.9 now" in ceil_mod.stale_reason(c, _state(load1=1.9), started=900.0)
+    assert ceil_mod.stale_reason(c, _state(load1=1.2), started=900.0) == ""  # under one core's worth
+    old = Ceilings(**BASE, measured_at=1000.0)  # a cache file from before the state was recorded
+    assert "does not say" in ceil_mod.stale_reason(old, then, started=900.0)
+
+
+def test_get_ceilings_measures_again_when_the_cache_is_stale(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALT_WORKBENCH_CACHE", str(tmp_path))
+    now = {"state": _state(taken_at=2000.0)}
+    measured = []
+
+    def measure(target):
+        measured.append(now["state"])
+        return Ceilings(**{**BASE, "peak_gflops": 100.0 + len(measured)}, measured_at=now["state"].taken_at,
+                        pid=7, machine=now["state"].to_json())
+
+    monkeypatch.setattr(ceil_mod, "measure_ceilings", measure)
+    monkeypatch.setattr(ceil_mod, "machine_state", lambda: now["state"])
+    monkeypatch.setattr(ceil_mod, "_process_start", lambda: 1500.0)
+    path = ceil_mod._cache_file(DEFAULT_TARGET)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(Ceilings(**BASE, measured_at=1000.0, machine=_state().to_json()).to_json()))
+    assert ceil_mod.get_ceilings(DEFAULT_TARGET).peak_gflops == 101.0  # written before this process: measured
+    assert ceil_mod.get_ceilings(DEFAULT_TARGET).peak_gflops == 101.0 and len(measured) == 1  # fresh: the cache
+    now["state"] = _state(taken_at=2100.0, clock_mhz=4500.0)
+    assert ceil_mod.get_ceilings(DEFAULT_TARGET).peak_gflops == 102.0  # another clock: measured again
+    saved = Ceilings.from_json(json.loads(path.read_text()))
+    assert saved.pid == 7 and saved.machine["clock_mhz"] == 4500.0 and saved.measured_at == 2100.0
+
+
+def test_the_report_says_when_and_how_the_ceilings_were_measured():
+    c = Ceilings(**BASE, measured_at=0.0, pid=42, how="FMA kernel (10 accumulators x 8 lanes): best of 5")
+    (line,) = [ln for ln in format_ceilings(c).splitlines() if ln.startswith("measured")]
+    assert "by process 42: FMA kernel (10 accumulators x 8 lanes): best of 5" in line
+
+
+def test_a_kernel_above_the_measured_peak_shows_why_not_a_plain_percentage():
+    """Over 100% of the FMA peak says the peak was measured low: the table and the roofline's
+    hover give the reason with the figure, never the bare share."""
+    from workbench.engine.roofline import RooflinePoint
+    from workbench.viz.roofline import roofline_figure
+
+    c = Ceilings(**BASE)  # 100 GFLOP/s
+    fast = RooflinePoint("gmm", "v1", flops=2 * 10**9, bytes=10**6, latency_ms=10.0)  # 200 GFLOP/s, compute-bound
+    assert fast.over_peak(c) and fast.percent_of_roof(c) == pytest.approx(200.0)
+    row = fast.row(c)
+    assert row["% of roof"] is None and row["note"].startswith("above the measured FMA peak (200% of it)")
+    (trace,) = [t for t in roofline_figure([fast], c).data if t.name == "gmm · v1"]
+    assert "% of the compute roof" not in trace.hovertemplate and "200% of it" in trace.hovertemplate
+    slow = RooflinePoint("gmm", "v2", flops=2 * 10**9, bytes=10**6, latency_ms=40.0)  # 50 GFLOP/s
+    assert not slow.over_peak(c) and slow.row(c)["% of roof"] == pytest.approx(50.0)

@@ -4,12 +4,38 @@ XGBoost random for its first 100 measurements, 512 schedules a generation, 64 a 
 on the default layout at a budget of B measurements, (a') the workbench's own loop-only stage on the
 default layout at the same budget: MetaSchedule seeded by the op's expert schedule, with our cost-model
 warm-up and population (what the layouts alone add is the joint tuner's lead over it),
-(b) the joint layout+loop tuner at the same total budget B,
-(c) PyTorch on the CPU (best of NCHW and channels-last), (d) NumPy for GMM, (e) the op's expert
-schedule on the default layout, alone (the seed the joint tuner and (a') start from). Every kernel is checked
-against the reference before its time is reported; ``pct_peak`` is the joint kernel's useful
-FLOP rate against the machine's measured FMA peak (``ceilings``), ``loop_only_pct_peak`` the
-loop-only kernel's (the room a layout has: at 80% of peak no layout can make the op 1.25x faster).
+(b) the joint layout+loop tuner at the same total budget B, (c) the libraries (``library``:
+PyTorch eager in the faster memory format, NumPy for GMM, ``torch.compile``), (e) the op's expert
+schedule on the default layout, alone (the seed the joint tuner and (a') start from), and (f) the
+machine's FMA kernel (``ceilings.peak_call``). Every kernel is checked against the reference
+before its time is reported.
+
+The tuners' figures come from an hour of tuning while the baselines take seconds: a busy moment
+of a shared machine would favour one or the other. So after tuning, the best kernel of each
+tuner and every baseline are measured again, interleaved (``interleave.remeasure``: A B C D,
+A B C D, ... for ``rounds`` rounds, a noisy contender once more, then flagged in ``noisy``).
+The ``*_ms`` columns are those medians, with their relative spreads ((max - min) / median)
+beside them; ``*_tuning_ms`` keep the tuners' own figures.
+
+The peak is measured in the same rounds as the kernels it rates: on a VM the FMA kernel's rate
+moved 2x between processes minutes apart, and a peak cached by another process rated kernels at
+nearly 200%.
+``peak_gflops`` is the FMA kernel's rate from its median in the workload's rounds, and
+``pct_peak`` (the joint kernel's useful FLOP rate against it), ``loop_only_pct_peak`` (the room
+a layout has: at 80% of peak no layout can make the op 1.25x faster) and ``expert_pct_peak`` use
+it. A percentage above 100 says the FMA kernel ran slower than the kernel it rates, not how close
+that kernel comes to the machine: the row is flagged (``noisy`` names ``peak``, ``peak_note``
+says why) and results.md spells it ``over peak (N%)``, never as a plain figure. The machine's
+state (vCPUs, threads per core, clock, load, steal) at the run's start and end goes to
+``machine.json`` (``machine.write_machine``).
+
+Ratios above 1 mean the joint tuner is faster, all from the re-measured medians. The headline is
+``joint_with_conversions_vs_library``: the joint kernel and its layout's conversions, which a
+single op pays, against the fastest library (``library_ms``, named in ``library``); then
+``joint_vs_library``, ``joint_vs_metaschedule = (a)/(b)``, ``joint_vs_loop_only = (a')/(b)``
+and ``joint_vs_torch`` (PyTorch eager alone), each ``joint_with_conversions_vs_*`` beside its
+``joint_vs_*``. A contender that could not be measured is named in ``missing`` with its reason.
+Every kernel, MetaSchedule's included, is built by the workbench's code generation.
 
 The names moved: round 1's ``metaschedule_ms`` was MetaSchedule unseeded (TVM's cost-model
 warm-up and population, batches of 8); from ``6af8529`` (tuning starts from the expert schedules)
@@ -17,44 +43,32 @@ the same name held the seeded run, (a') here, and from ``7f0d79d`` the unseeded 
 ``tvm_metaschedule_ms``. Now (a) is ``metaschedule_ms`` and (a') ``loop_only_ms``; an ``--out``
 folder of an older run is refused (its databases and progress lines would resume under the other
 meaning).
-
-The tuners' figures come from an hour of tuning while the baselines take seconds: a busy moment
-of a shared machine would favour one or the other. So after tuning, the best kernel of each
-tuner and every baseline are measured again, interleaved (``interleave.remeasure``: A B C D,
-A B C D, ... for ``rounds`` rounds, a noisy contender once more, then flagged in ``noisy``).
-``metaschedule_ms``, ``loop_only_ms``, ``joint_ms``, ``torch_ms`` and ``numpy_ms`` are those medians, with their
-relative spreads ((max - min) / median) beside them; ``*_tuning_ms`` keep the tuners' own figures.
-
-Ratios above 1 mean the joint tuner is faster: ``joint_vs_metaschedule = (a)/(b)``,
-``joint_vs_loop_only = (a')/(b)``, ``joint_vs_torch = (c)/(b)``, all from the re-measured
-medians; ``joint_with_conversions_vs_*`` count the joint layout's conversions, which a single op
-pays. Every kernel, MetaSchedule's included, is built by the workbench's code generation.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 import json
-import math
 import os
 import time
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
-import psutil
 import tvm
 
 from .graph import Graph, GraphBuilder
-from .interleave import ROUNDS, Remeasured, Timer, interleaved_samples, remeasure, steal_pct
+from .interleave import ROUNDS, SAMPLE_MS, Remeasured, Timer, call_timer, remeasure  # noqa: F401 (call_timer: netbench's, convbench's)
 from .book import LayoutBook
 from .keys import apply_actions
+from .library import LABELS, LIBRARIES, Sidecar, fastest, library_timers
+from .machine import describe, machine_state, steal_pct, write_machine
 from .program import Built, make_program
-from .ceilings import get_ceilings
+from .ceilings import copy_bandwidth, peak_call, peak_kernel_shape
 from .conversions import conversion_bytes
+from .tables import fmt as _fmt, geomean as _geomean, summary_ratio, write_tables  # noqa: F401 (netbench's)
 from .targets import cpu_name, target_cores
 from .errors import TuneError
 from .timing import NOISE
@@ -69,8 +83,9 @@ __all__ = ["Workload", "BenchRow", "Sidecar", "TVM_DEFAULTS", "load_suite", "wor
 
 #: the contenders measured again after tuning, in their interleaving order (``joint_conversions``:
 #: the joint layout's conversion kernels, timed here too: timed right after tuning, in its
-#: process, the first kernel ran up to 4x slower, e.g. the stem's unfold 0.12 ms instead of 0.03)
-CONTENDERS = ("metaschedule", "loop_only", "joint", "joint_conversions", "expert", "torch", "numpy")
+#: process, the first kernel ran up to 4x slower, e.g. the stem's unfold 0.12 ms instead of 0.03;
+#: ``peak``: the FMA kernel, whose median rates the others)
+CONTENDERS = ("metaschedule", "loop_only", "joint", "joint_conversions", "expert", "peak") + LIBRARIES
 #: MetaSchedule's own search defaults (``ms.tune_tir``): no seed, XGBoost scores at random until it
 #: holds 100 measurements (at budget 128 in batches of 64: every batch), 512 schedules a
 #: generation, 4 generations. What stays the workbench's: candidates built by its code generation
@@ -78,30 +93,35 @@ CONTENDERS = ("metaschedule", "loop_only", "joint", "joint_conversions", "expert
 #: seed 0
 TVM_DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(expert_seed=False, warmup_samples=100, population_size=512,
                                                         genetic_num_iters=4, num_trials_per_iter=64))
-#: one timing sample lasts about this long (the call repeated as often as it takes)
-SAMPLE_MS = 50.0
-#: results.csv's columns (README and hooks read ``joint_vs_*``) and results.md's titles
+#: results.csv's columns (README and hooks read ``joint_vs_*``) and results.md's titles, the
+#: headline ratio first
 TITLES = {"workload": "workload", "op": "op", "budget": "budget",
-          "metaschedule_ms": "MetaSchedule ms", "loop_only_ms": "loop-only (seeded) ms",
+          "joint_with_conversions_vs_library": "joint+conversions vs library", "joint_vs_library": "joint vs library",
+          "library": "library", "library_ms": "library ms",
           "joint_ms": "joint ms", "joint_layout": "joint layout", "joint_conversions_ms": "conversions ms",
-          "torch_ms": "PyTorch ms", "numpy_ms": "NumPy ms", "joint_vs_metaschedule": "joint vs MetaSchedule",
+          "metaschedule_ms": "MetaSchedule ms", "loop_only_ms": "loop-only (seeded) ms",
+          "torch_ms": "PyTorch ms", "torch_compile_ms": "torch.compile ms", "numpy_ms": "NumPy ms",
           "joint_with_conversions_vs_metaschedule": "joint+conversions vs MetaSchedule",
-          "joint_vs_loop_only": "joint vs loop-only",
+          "joint_vs_metaschedule": "joint vs MetaSchedule",
           "joint_with_conversions_vs_loop_only": "joint+conversions vs loop-only",
+          "joint_vs_loop_only": "joint vs loop-only",
           "joint_vs_torch": "joint vs PyTorch", "expert_ms": "expert ms (no search)",
-          "expert_vs_torch": "expert vs PyTorch", "pct_peak": "joint % of peak",
-          "loop_only_pct_peak": "loop-only % of peak",
+          "expert_vs_library": "expert vs library", "expert_vs_torch": "expert vs PyTorch",
+          "pct_peak": "joint % of peak", "loop_only_pct_peak": "loop-only % of peak",
+          "expert_pct_peak": "expert % of peak", "peak_gflops": "peak GFLOP/s (in-run)", "peak_note": "peak note",
           "joint_s_per_measurement": "joint s / measurement",
           "joint_conversions_gbs": "conversions GB/s", "joint_conversions_pct_copy": "conversions % of copy",
           "metaschedule_tuning_ms": "MetaSchedule ms (tuning)", "loop_only_tuning_ms": "loop-only ms (tuning)",
           "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule spread",
           "loop_only_spread": "loop-only spread",
           "joint_spread": "joint spread", "joint_conversions_spread": "conversions spread",
-          "expert_spread": "expert spread", "torch_spread": "PyTorch spread",
-          "numpy_spread": "NumPy spread",
-          "rounds": "rounds", "noisy": "noisy", "steal_pct": "steal %", "verified": "verified", "date": "date",
-          "machine": "machine"}
+          "expert_spread": "expert spread", "peak_spread": "peak spread", "torch_spread": "PyTorch spread",
+          "torch_compile_spread": "torch.compile spread", "numpy_spread": "NumPy spread",
+          "rounds": "rounds", "noisy": "noisy", "missing": "missing", "steal_pct": "steal %", "verified": "verified",
+          "date": "date", "machine": "machine"}
 COLUMNS = list(TITLES)
+#: the percentages of the in-run peak, by the kernel they rate
+PCT_PEAK = {"pct_peak": "joint", "loop_only_pct_peak": "loop_only", "expert_pct_peak": "expert"}
 
 
 @dataclass(frozen=True)
@@ -116,38 +136,51 @@ class Workload:
 
 @dataclass
 class BenchRow:
+    """One workload's figures. Times are the re-measured medians (None: not run, or missing);
+    the ratios and percentages are derived (properties, written as columns by ``as_dict``)."""
+
     workload: str
     op: str
     budget: int
-    metaschedule_ms: float | None  # MetaSchedule with TVM's defaults, unseeded (None: not run)
-    joint_ms: float | None
-    joint_layout: str
-    joint_conversions_ms: float | None
-    torch_ms: float | None
-    numpy_ms: float | None
-    verified: bool
-    date: str
-    machine: str
+    joint_layout: str = ""
+    verified: bool = False
+    date: str = ""
+    machine: str = ""
+    metaschedule_ms: float | None = None  # MetaSchedule with TVM's defaults, unseeded
+    loop_only_ms: float | None = None  # our loop-only stage: MetaSchedule seeded by the expert
+    joint_ms: float | None = None
+    joint_conversions_ms: float | None = None  # 0: the joint layout converts nothing
+    expert_ms: float | None = None  # the default layout's expert schedule alone (the seeded tuners' seed)
+    torch_ms: float | None = None  # PyTorch eager, the faster memory format
+    numpy_ms: float | None = None
+    torch_compile_ms: float | None = None
+    library_ms: float | None = None  # the fastest library contender's
+    library: str = ""  # which one that was
+    missing: str = ""  # the contenders that could not be measured, with their reasons
     metaschedule_tuning_ms: float | None = None
+    loop_only_tuning_ms: float | None = None
     joint_tuning_ms: float | None = None
     metaschedule_spread: float | None = None  # relative: (max - min) / median of the re-measure
+    loop_only_spread: float | None = None
     joint_spread: float | None = None
+    joint_conversions_spread: float | None = None
+    expert_spread: float | None = None
     torch_spread: float | None = None
     numpy_spread: float | None = None
+    torch_compile_spread: float | None = None
+    peak_spread: float | None = None
     rounds: int = 0  # interleaved rounds per set
-    noisy: str = ""  # the contenders whose spread stayed above the threshold, comma-separated
-    expert_ms: float | None = None  # the default layout's expert schedule alone (the seeded tuners' seed)
-    expert_spread: float | None = None
+    noisy: str = ""  # the contenders whose spread stayed above the threshold, and "peak" (see peak_note)
     flops: int = 0  # the op's useful FLOPs
-    peak_gflops: float | None = None  # the machine's measured FMA peak (ceilings)
+    peak_gflops: float | None = None  # the FMA kernel's rate in this workload's rounds
     joint_s_per_measurement: float | None = None  # the joint tuner's wall time / its measurements
     joint_conversions_gbs: float | None = None  # their bytes / their time (None: no conversion)
     joint_conversions_pct_copy: float | None = None  # that rate against the machine's STREAM copy
     steal_pct: float | None = None  # the CPU time the hypervisor took during the re-measurement, percent
-    loop_only_ms: float | None = None  # our loop-only stage: MetaSchedule seeded by the expert (None: not run)
-    loop_only_spread: float | None = None
-    loop_only_tuning_ms: float | None = None
-    joint_conversions_spread: float | None = None
+
+    def __post_init__(self) -> None:
+        if self._over_peak() and "peak" not in self.noisy.split(", "):
+            self.noisy = ", ".join(n for n in (self.noisy, "peak") if n)
 
     def _pct_peak(self, ms: float | None) -> float | None:
         if not (ms and self.flops and self.peak_gflops):
@@ -156,7 +189,7 @@ class BenchRow:
 
     @property
     def pct_peak(self) -> float | None:
-        """The joint kernel's useful FLOP rate as a percentage of the measured FMA peak."""
+        """The joint kernel's useful FLOP rate as a percentage of the in-run FMA peak."""
         return self._pct_peak(self.joint_ms)
 
     @property
@@ -165,8 +198,22 @@ class BenchRow:
         return self._pct_peak(self.loop_only_ms)
 
     @property
-    def expert_vs_torch(self) -> float | None:
-        return _ratio(self.torch_ms, self.expert_ms)
+    def expert_pct_peak(self) -> float | None:
+        return self._pct_peak(self.expert_ms)
+
+    def _over_peak(self) -> dict[str, float]:
+        """The percentages of peak above 100, by column."""
+        return {k: v for k in PCT_PEAK if (v := getattr(self, k)) is not None and v > 100.0}
+
+    @property
+    def peak_note(self) -> str:
+        """Why the row's percentages of peak are not to be taken as they stand ("": nothing)."""
+        notes = [f"{PCT_PEAK[k]} at {v:.0f}% of the FMA kernel's rate in the same rounds: that kernel ran "
+                 "slower than this one (a slower moment or clock), so the percentage says nothing of the peak"
+                 for k, v in self._over_peak().items()]
+        if self.peak_spread is not None and self.peak_spread > NOISE:
+            notes.append(f"the FMA kernel's samples spread {self.peak_spread:.0%}")
+        return "; ".join(notes)
 
     def _with_conversions(self) -> float | None:
         """The joint kernel's time with its layout's conversions (a single op pays them)."""
@@ -175,12 +222,21 @@ class BenchRow:
         return self.joint_ms + self.joint_conversions_ms
 
     @property
+    def joint_with_conversions_vs_library(self) -> float | None:
+        """The headline: what a user pays for the op (the kernel and its layout's conversions)
+        against the fastest library."""
+        return _ratio(self.library_ms, self._with_conversions())
+
+    @property
+    def joint_vs_library(self) -> float | None:
+        return _ratio(self.library_ms, self.joint_ms)
+
+    @property
     def joint_vs_metaschedule(self) -> float | None:
         return _ratio(self.metaschedule_ms, self.joint_ms)
 
     @property
     def joint_with_conversions_vs_metaschedule(self) -> float | None:
-        """As ``joint_vs_metaschedule``, the joint layout paying its conversions (a single op must)."""
         return _ratio(self.metaschedule_ms, self._with_conversions())
 
     @property
@@ -195,16 +251,34 @@ class BenchRow:
     def joint_vs_torch(self) -> float | None:
         return _ratio(self.torch_ms, self.joint_ms)
 
+    @property
+    def expert_vs_library(self) -> float | None:
+        return _ratio(self.library_ms, self.expert_ms)
+
+    @property
+    def expert_vs_torch(self) -> float | None:
+        return _ratio(self.torch_ms, self.expert_ms)
+
     def as_dict(self) -> dict[str, Any]:
+        """Every column's value (the CSV's: a flagged percentage stays a number, ``noisy`` and
+        ``peak_note`` say it is flagged)."""
         d = asdict(self)
-        for name in RATIOS + ("pct_peak", "loop_only_pct_peak"):
+        for name in RATIOS + tuple(PCT_PEAK) + ("peak_note",):
             d[name] = getattr(self, name)
         return {k: d[k] for k in COLUMNS}
 
+    def shown(self) -> dict[str, Any]:
+        """``as_dict`` as results.md shows it: a percentage of peak above 100 spelled out as
+        flagged, never as a plain figure."""
+        d = self.as_dict()
+        d.update({k: f"over peak ({v:.0f}%)" for k, v in self._over_peak().items()})
+        return d
 
-#: the ratios a row derives (results.md's footer gives their geometric means)
-RATIOS = ("joint_vs_metaschedule", "joint_with_conversions_vs_metaschedule", "joint_vs_loop_only",
-          "joint_with_conversions_vs_loop_only", "joint_vs_torch", "expert_vs_torch")
+
+#: the ratios a row derives, the headline first (results.md's footer gives their geometric means)
+RATIOS = ("joint_with_conversions_vs_library", "joint_vs_library", "joint_with_conversions_vs_metaschedule",
+          "joint_vs_metaschedule", "joint_with_conversions_vs_loop_only", "joint_vs_loop_only", "joint_vs_torch",
+          "expert_vs_library", "expert_vs_torch")
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -238,129 +312,19 @@ def machine_name() -> str:
     return f"{cpu_name()}, {os.cpu_count()} cores"
 
 
-def call_timer(fn: Callable[[], Any], min_ms: float = SAMPLE_MS) -> Timer:
-    """A timer of ``fn``: each sample (ms per call) repeats it for about ``min_ms``, the count
-    fixed once after a warm-up call."""
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    number = max(1, int(min_ms / 1e3 / max(time.perf_counter() - t0, 1e-6)))
-
-    def sample() -> float:
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        return (time.perf_counter() - t0) / number * 1e3
-
-    return sample
-
-
-def torch_timer(w: Workload, threads: int) -> Timer:
-    """PyTorch on the CPU, in the faster of the default (NCHW) and channels-last memory formats
-    (chosen by the median of three samples each, interleaved, each once the machine is quiet:
-    chosen right after our kernels ran, while TVM's pool still spun, one format's samples could
-    come out slow: ``grp_resnext`` measured 2.9 ms in one run, 0.44 ms in another)."""
-    import torch
-
-    torch.set_num_threads(threads)
-    x, wt = torch.rand(w.input), torch.rand(w.weight)  # no requires_grad: autograd records nothing
-    if w.op == "matmul":
-        return call_timer(lambda: x @ wt)
-    fn = getattr(torch.nn.functional, w.op)
-    attrs = {k: v for k, v in w.attrs.items() if k != "depthwise"}
-    formats = [torch.contiguous_format] + ([torch.channels_last] if x.dim() == 4 else
-                                           [torch.channels_last_3d] if x.dim() == 5 else [])
-    timers = []
-    for fmt in formats:
-        xf, wf = x.contiguous(memory_format=fmt), wt.contiguous(memory_format=fmt)
-        timers.append(call_timer(lambda xf=xf, wf=wf: fn(xf, wf, **attrs)))
-    samples = interleaved_samples(dict(enumerate(timers)), rounds=3)
-    return timers[min(samples, key=lambda i: float(np.median(samples[i])))]
-
-
-def numpy_timer(w: Workload) -> Timer | None:
-    """NumPy's ``@`` for a GMM; None for other ops."""
-    if w.op != "matmul":
-        return None
-    a, b = np.random.rand(*w.input).astype("float32"), np.random.rand(*w.weight).astype("float32")
-    return call_timer(lambda: a @ b)
-
-
-def _sidecar_main(conn: Any) -> None:
-    """The sidecar's loop: make timers, answer samples (an error is sent back as a string)."""
-    timers: dict[str, Timer | None] = {}
-    while True:
-        msg = conn.recv()
-        try:
-            if msg[0] == "make":
-                _, key, make, args = msg
-                timers[key] = make(*args)
-                conn.send(timers[key] is not None)
-            elif msg[0] == "sample":
-                conn.send(float(timers[msg[1]]()))
-            else:
-                return
-        except Exception as e:  # noqa: BLE001 - reported to the parent, which raises it
-            conn.send(f"{type(e).__name__}: {e}")
-
-
-class Sidecar:
-    """PyTorch and NumPy timed in a process of their own, started before this process runs any
-    TVM kernel or tuning: in the bench's process, after MetaSchedule had tuned (thread pools of
-    TVM, XGBoost and PyTorch on 2 cores), PyTorch's calls took a steady 10-20 ms more each
-    (a 1.7 ms convolution measured 14.8 ms). The parent still interleaves: each sample is one
-    request to the sidecar, taken in its turn."""
-
-    def __init__(self) -> None:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_sidecar_main, args=(child,), daemon=True)
-        self._proc.start()
-        self._n = 0
-
-    def _ask(self, msg: tuple) -> Any:
-        self._conn.send(msg)
-        got = self._conn.recv()
-        if isinstance(got, str):
-            raise RuntimeError(f"the timing sidecar failed: {got}")
-        return got
-
-    def timer(self, make: Callable[..., Timer | None], *args: Any) -> Timer | None:
-        """The timer ``make(*args)`` returns, made and sampled in the sidecar (``make``: a
-        module-level function, so that it pickles); None when it returns None."""
-        self._n += 1
-        key = f"t{self._n}"
-        if not self._ask(("make", key, make, args)):
-            return None
-        return lambda: self._ask(("sample", key))
-
-    def close(self) -> None:
-        try:
-            self._conn.send(("stop",))
-        except OSError:
-            pass
-        self._proc.join(10)
-        if self._proc.is_alive():
-            self._proc.kill()
-
-    def __enter__(self) -> "Sidecar":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+def evaluator_timer(rt: Any, name: str, args: list, min_ms: float = SAMPLE_MS) -> Timer:
+    """Function ``name`` of a TVM module on ``args``, timed by TVM's evaluator as the tuners
+    time a kernel: each sample about ``min_ms``."""
+    one = call_timer(lambda: rt[name](*args), min_ms=0.0)()  # warm-up, and one call's time
+    ev = rt.time_evaluator(name, tvm.cpu(), number=max(1, int(min_ms / max(one, 1e-6))), repeat=1)
+    return lambda: float(ev(*args).results[0]) * 1e3
 
 
 def kernel_timer(built: Built, op: str, values: dict[str, np.ndarray], min_ms: float = SAMPLE_MS) -> Timer:
-    """The kernel ``op`` of a built program alone, on the buffers a run on ``values`` leaves,
-    timed by TVM's evaluator as the tuners time it."""
+    """The kernel ``op`` of a built program alone, on the buffers a run on ``values`` leaves."""
     kernel = next(k for k in built.program.plan.kernels if k.name == op)
     bufs = {name: tvm.runtime.tensor(a) for name, a in built.run_buffers(values).items()}
-    args = [bufs[b] for b in kernel.inputs + kernel.outputs]
-    one = call_timer(lambda: built.rt[op](*args), min_ms=0.0)()  # warm-up, and one call's time
-    ev = built.rt.time_evaluator(op, tvm.cpu(), number=max(1, int(min_ms / max(one, 1e-6))), repeat=1)
-    return lambda: float(ev(*args).results[0]) * 1e3
+    return evaluator_timer(built.rt, op, [bufs[b] for b in kernel.inputs + kernel.outputs], min_ms)
 
 
 def conversions_timer(built: Built, values: dict[str, np.ndarray], min_ms: float = SAMPLE_MS) -> Timer | None:
@@ -386,20 +350,29 @@ def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) ->
     return built, built.verify().ok
 
 
-def _remeasured_fields(got: Mapping[str, Remeasured], rounds: int) -> dict[str, Any]:
-    """The row's re-measured figures: median and spread per contender, and the noisy ones."""
-    out: dict[str, Any] = {"rounds": rounds, "noisy": ", ".join(n for n in CONTENDERS if n in got and got[n].noisy)}
+def _remeasured_fields(got: Mapping[str, Remeasured], rounds: int, peak_flops: int = 0,
+                       labels: Mapping[str, str] | None = None, missing: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The row's re-measured figures: median and spread per contender (the FMA kernel's as its
+    GFLOP/s, one call doing ``peak_flops``), the noisy ones, the fastest library (``labels``:
+    the library timers' names for themselves) and the ``missing`` contenders' reasons."""
+    out: dict[str, Any] = {"rounds": rounds, "noisy": ", ".join(n for n in CONTENDERS if n in got and got[n].noisy),
+                           "missing": "; ".join(f"{LABELS.get(k, k)} ({why})" for k, why in (missing or {}).items())}
     for name in CONTENDERS:
         r = got.get(name)
         out[f"{name}_ms"], out[f"{name}_spread"] = (r.median_ms, r.relative_spread) if r else (None, None)
+    peak_ms = out.pop("peak_ms")
+    out["peak_gflops"] = peak_flops / (peak_ms * 1e6) if peak_ms and peak_flops else None
+    out["library_ms"], out["library"] = fastest({k: out[f"{k}_ms"] for k in LIBRARIES}, labels or {})
     return out
 
 
 def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *, search: str = "model",
-              seed: int = 0, rounds: int = ROUNDS, on_step: Callable[[str], None] | None = None) -> list[BenchRow]:
+              seed: int = 0, rounds: int = ROUNDS, libraries: tuple[str, ...] = LIBRARIES,
+              on_step: Callable[[str], None] | None = None) -> list[BenchRow]:
     """Run every workload: tune with each tuner (both MetaSchedules, the joint tuner), then
-    re-measure their best kernels and the baselines interleaved (``rounds`` rounds). Progress lines go to
-    ``out_dir/progress/<workload>_<tuner>.jsonl``."""
+    re-measure their best kernels, the FMA kernel and the ``libraries`` interleaved (``rounds``
+    rounds). Progress lines go to ``out_dir/progress/<workload>_<tuner>.jsonl``, the machine's
+    state to ``out_dir/machine.json``."""
     out_dir = Path(out_dir)
     if old := sorted((out_dir / "progress").glob("*_tvm-metaschedule.jsonl")):
         raise TuneError(f"{out_dir} holds a benchmark run from before the columns were renamed ({old[0].name}): "
@@ -407,44 +380,60 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
     (out_dir / "progress").mkdir(parents=True, exist_ok=True)
     say = on_step or (lambda s: None)
     with Sidecar() as sidecar:
-        return _run_bench(suite, budget, out_dir, target, search, seed, rounds, say, sidecar)
+        return _run_bench(suite, budget, out_dir, target, search, seed, rounds, libraries, say, sidecar)
 
 
 def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, search: str, seed: int, rounds: int,
-               say: Callable[[str], None], sidecar: Sidecar) -> list[BenchRow]:
-    rows = []
+               libraries: tuple[str, ...], say: Callable[[str], None], sidecar: Sidecar) -> list[BenchRow]:
+    rows: list[BenchRow] = []
     date, machine = _dt.date.today().isoformat(), machine_name()
     threads = target_cores(target)
-    say("this machine's FMA peak and bandwidth (cached per CPU)")
-    ceilings = get_ceilings(target)
+    start = machine_state()
+    # the copy alone when nothing is cached: get_ceilings would start NumPy's and PyTorch's
+    # thread pools in this process, beside TVM's
+    say("this machine's copy bandwidth (cached per CPU) and its FMA kernel")
+    copy_gbs = copy_bandwidth(target)
+    peak_rt, peak_args, peak_flops = peak_call(target)
+    peak = evaluator_timer(peak_rt, "main", peak_args)
     for w in suite:
         graph, op = workload_graph(w)
         values = graph.random_inputs()
         timers: dict[str, Timer] = {}
-        tuned = _tune_all(w, graph, op, budget, out_dir, target, search, seed, ceilings, values, timers, say) \
+        tuned = _tune_all(w, graph, op, budget, out_dir, target, search, seed, values, timers, say) \
             if budget > 0 else {"verified": True}
         built_e, ok_e = _tuned(graph, LayoutBook(), op, None, target)
         timers["expert"] = kernel_timer(built_e, op, values)
-        timers["torch"] = sidecar.timer(torch_timer, w, threads)
-        if (np_timer := sidecar.timer(numpy_timer, w)) is not None:
-            timers["numpy"] = np_timer
+        timers["peak"] = peak
+        say(f"{w.name}: the libraries ({', '.join(LABELS[k] for k in libraries)})")
+        lib, missing = library_timers(sidecar, w, threads, libraries)
+        timers.update(lib)
         say(f"{w.name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
-        before = psutil.cpu_times()
+        before = machine_state()
         got = remeasure(timers, rounds)
-        steal = steal_pct(before, psutil.cpu_times())
-        fields = _remeasured_fields(got, rounds)
+        steal = steal_pct(before, machine_state())
+        fields = _remeasured_fields(got, rounds, peak_flops, {k: str(getattr(t, "label", "")) for k, t in lib.items()},
+                                    missing)
         moved = tuned.pop("joint_conversion_bytes", 0)
         if budget > 0 and "joint_conversions" not in timers:
             fields["joint_conversions_ms"] = 0.0  # the joint layout converts nothing
         if moved and fields["joint_conversions_ms"]:
             gbs = moved / (fields["joint_conversions_ms"] * 1e6)
-            fields.update(joint_conversions_gbs=gbs, joint_conversions_pct_copy=100 * gbs / ceilings.copy_gbs)
-        rows.append(BenchRow(w.name, w.op, budget, **{"joint_layout": "", **tuned,
-                                                       "verified": bool(tuned["verified"] and ok_e)},
-                             date=date, machine=machine, flops=int(graph.flops(op)), peak_gflops=ceilings.peak_gflops,
-                             steal_pct=steal, **fields))
-        write_results(rows, out_dir)  # after each workload: a stopped run keeps what it measured
+            fields.update(joint_conversions_gbs=gbs, joint_conversions_pct_copy=100 * gbs / copy_gbs)
+        rows.append(BenchRow(w.name, w.op, budget, **{**tuned, "verified": bool(tuned["verified"] and ok_e)},
+                             date=date, machine=machine, flops=int(graph.flops(op)), steal_pct=steal, **fields))
+        # after each workload: a stopped run keeps what it measured
+        state = _write_machine(out_dir, start, rows, target, copy_gbs)
+        write_results(rows, out_dir, state)
     return rows
+
+
+def _write_machine(out_dir: Path, start: Any, rows: list[BenchRow], target: dict, copy_gbs: float) -> dict[str, Any]:
+    """``machine.json``: the state at the start and now, and the FMA kernel's rate in each
+    workload's rounds; returns what it wrote."""
+    path = write_machine(out_dir, start, machine_state(), cpu=machine_name(), target=target, copy_gbs=copy_gbs,
+                         fma_kernel=peak_kernel_shape(target).describe(),
+                         peak_gflops={r.workload: r.peak_gflops for r in rows})
+    return json.loads(path.read_text())
 
 
 def _loop_only(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, target: dict, seed: int,
@@ -465,7 +454,7 @@ def _loop_only(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, t
 
 
 def _tune_all(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, target: dict, search: str, seed: int,
-               ceilings: Any, values: dict[str, np.ndarray], timers: dict[str, Timer],
+              values: dict[str, np.ndarray], timers: dict[str, Timer],
                say: Callable[[str], None]) -> dict[str, Any]:
     """Tune ``op`` loop-only on the default layout (our seeded stage, and MetaSchedule with TVM's
     defaults) and with the joint tuner, add the kernels' timers to ``timers``, and return the row's tuning fields."""
@@ -491,52 +480,27 @@ def _tune_all(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, ta
                 metaschedule_tuning_ms=ms_tuning, joint_tuning_ms=jr.best_ms)
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return ""
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def _geomean(vals: list[float | None]) -> float | None:
-    vals = [v for v in vals if v]
-    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
-
-
-def write_tables(out_dir: Path, stem: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]],
-                 heading: str, footer: str = "", shown: Sequence[str] | None = None,
-                 titles: Mapping[str, str] | None = None) -> tuple[Path, Path]:
-    """``STEM.csv`` (every column of ``columns``) and ``STEM.md`` (``heading``, a table of the
-    ``shown`` columns under their ``titles``, ``footer``) in ``out_dir``."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
-    with csv_path.open("w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(columns))
-        wr.writeheader()
-        wr.writerows({k: _fmt(r.get(k)) for k in columns} for r in rows)
-    shown, titles = list(shown or columns), titles or {}
-    lines = [heading, "", "| " + " | ".join(titles.get(k, k) for k in shown) + " |", "|" + "---|" * len(shown)]
-    lines += ["| " + " | ".join(_fmt(r.get(k)) for k in shown) + " |" for r in rows]
-    md_path.write_text("\n".join(lines + (["", footer] if footer else [])) + "\n")
-    return csv_path, md_path
-
-
-def write_results(rows: list[BenchRow], out_dir: Path) -> tuple[Path, Path]:
-    """``results.csv`` (one row per workload) and ``results.md`` (table with geometric means)."""
+def write_results(rows: list[BenchRow], out_dir: Path, state: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
+    """``results.csv`` (one row per workload) and ``results.md`` (table with geometric means;
+    ``state``: the run's machine.json, for the heading)."""
     heading = (f"Machine: {rows[0].machine if rows else machine_name()}; date {rows[0].date if rows else ''}; "
-               f"budget {rows[0].budget if rows else ''} measurements per tuner per workload. Times are medians "
-               f"of {rows[0].rounds if rows else ROUNDS} interleaved rounds after tuning (spread: (max - min) / "
-               f"median; noisy: above {NOISE:.0%} even when measured again); the tuning columns are the tuners' own.")
-    gm = {k: _fmt(_geomean([getattr(r, k) for r in rows])) for k in RATIOS}
-    footer = (f"Geometric mean, joint vs MetaSchedule (TVM's search defaults, unseeded): "
-              f"{gm['joint_vs_metaschedule']}x ({gm['joint_with_conversions_vs_metaschedule']}x with the joint "
-              f"layout's conversions); joint vs the loop-only stage (MetaSchedule seeded by the expert schedule, "
-              f"default layout: what the layouts add): {gm['joint_vs_loop_only']}x "
-              f"({gm['joint_with_conversions_vs_loop_only']}x with the conversions); "
-              f"joint vs PyTorch: {gm['joint_vs_torch']}x; expert schedule alone vs PyTorch: "
-              f"{gm['expert_vs_torch']}x (above 1: ours is faster).")
+               f"budget {rows[0].budget if rows else ''} measurements per tuner per workload. {describe(state)} "
+               f"Times are medians of {rows[0].rounds if rows else ROUNDS} interleaved rounds after tuning (spread: "
+               f"(max - min) / median; noisy: above {NOISE:.0%} even when measured again, or peak: a percentage of "
+               "the in-run FMA peak above 100, see the peak note); the tuning columns are the tuners' own; the "
+               "library is the fastest of PyTorch eager, NumPy (GMM) and torch.compile.")
+    gm = {k: summary_ratio([getattr(r, k) for r in rows]) for k in RATIOS}
+    footer = (f"Geometric means (above 1: ours is faster): **joint + conversions vs the fastest library: "
+              f"{gm['joint_with_conversions_vs_library']}** (joint alone: {gm['joint_vs_library']}); "
+              f"vs MetaSchedule (TVM's search defaults, unseeded): {gm['joint_with_conversions_vs_metaschedule']} "
+              f"(joint alone: {gm['joint_vs_metaschedule']}); vs the loop-only stage (MetaSchedule seeded by the "
+              f"expert schedule, default layout: what the layouts add): {gm['joint_with_conversions_vs_loop_only']} "
+              f"(joint alone: {gm['joint_vs_loop_only']}); joint vs PyTorch eager: {gm['joint_vs_torch']}; expert "
+              f"schedule alone vs the fastest library: {gm['expert_vs_library']}, vs PyTorch eager: "
+              f"{gm['expert_vs_torch']}.")
     shown = [k for k in COLUMNS if k not in ("date", "machine")]  # those two are in the heading
-    return write_tables(out_dir, "results", COLUMNS, [r.as_dict() for r in rows], heading, footer, shown, TITLES)
+    return write_tables(out_dir, "results", COLUMNS, [r.as_dict() for r in rows], heading, footer, shown, TITLES,
+                        shown_rows=[r.shown() for r in rows])
 
 
 def curves(out_dir: Path) -> dict[str, dict[str, list[dict]]]:

@@ -20,9 +20,14 @@ ceilings *that target* can reach (a target without ``mcpu`` may not use every ve
   ``getconf -a`` (glibc asks CPUID), else ``DEFAULT_CACHES`` (32 KiB / 1 MiB / 32 MiB, 64 B
   lines: a typical x86 server core), with a note saying which.
 
-Measured once per target and CPU, then cached as JSON under ``$ALT_WORKBENCH_CACHE``
-(default ``~/.cache/alt-workbench``); ``get_ceilings(target, refresh=True)`` or
-``python -m workbench ceilings`` measures again.
+Cached as JSON per target and CPU under ``$ALT_WORKBENCH_CACHE`` (default
+``~/.cache/alt-workbench``), with when, how, by which process and in what machine state it was
+measured (``machine.MachineState``). ``get_ceilings`` measures again when the cached figures are
+older than the process asking or the machine looks different (``stale_reason``): on a VM the FMA
+kernel's rate moved 2x between processes minutes apart, so a peak is no constant.
+``get_ceilings(target, refresh=True)`` or ``python -m workbench ceilings`` always measures. A
+benchmark does not rate its kernels against this cache: it times the FMA kernel beside them
+(``peak_call``).
 """
 
 from __future__ import annotations
@@ -36,13 +41,16 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import psutil
 
 from .asm import innermost_loops, stack_accesses  # noqa: F401 (re-exported: the peak kernel's checks)
+from .machine import MachineState, differs, machine_state
 from .targets import cpu_name, resolve_target, target_cores, target_from, vector_unit
 
 __all__ = ["Ceilings", "Yardstick", "PeakKernel", "FMA_PORTS", "FMA_LATENCY", "YARDSTICK_N", "get_ceilings",
            "measure_ceilings", "format_ceilings", "cache_info", "cpu_clock", "peak_kernel_shape", "peak_kernel",
-           "peak_kernel_asm", "innermost_loops", "stack_accesses", "library_gemm", "stream_copy"]
+           "peak_kernel_asm", "peak_call", "innermost_loops", "stack_accesses", "library_gemm", "stream_copy",
+           "stale_reason"]
 
 _SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 #: used when the operating system does not tell (a typical x86 server core)
@@ -110,6 +118,10 @@ class Ceilings:
     clock_ghz: float = 0.0
     clock_source: str = ""
     library: tuple[Yardstick, ...] = ()
+    # Added with the staleness check: how, by which process, in what machine state (MachineState)
+    how: str = ""
+    pid: int = 0
+    machine: dict = field(default_factory=dict)
 
     @property
     def bandwidth_gbs(self) -> float:
@@ -286,18 +298,25 @@ def peak_kernel_asm(target: Mapping, shape: PeakKernel | None = None) -> str:
     return tvm.compile(tvm.IRModule({"main": func}), target=target_from(target)).mod.inspect_source("asm")
 
 
-def _peak_gflops(target: Mapping, shape: PeakKernel, cores: int) -> float:
+def peak_call(target: Mapping, shape: PeakKernel | None = None, cores: int | None = None) -> tuple[Any, list, int]:
+    """The FMA kernel built for ``target`` (its module: call ``main``), its arguments, and the
+    FLOPs one call does: one task per core, each call ~1 ms at 100 GFLOP/s per core, so the
+    parallel launch (~10 us) costs about 1%."""
     import tvm
 
-    # One task per core; each call lasts ~1 ms at 100 GFLOP/s per core, so the parallel
-    # launch (~10 us) costs about 1%.
-    par, iters = cores, 200_000
+    shape = shape or peak_kernel_shape(target)
+    par, iters = cores or target_cores(target), 200_000
     rt = _build(peak_kernel(shape, par, iters), target)
     dims = (par, shape.accumulators, shape.lanes)
     x = tvm.runtime.tensor(np.random.default_rng(0).random(dims, dtype=np.float32))
     y = tvm.runtime.tensor(np.zeros(dims, np.float32))
+    return rt, [x, y], 2 * par * shape.accumulators * shape.lanes * iters
+
+
+def _peak_gflops(target: Mapping, shape: PeakKernel, cores: int) -> float:
+    rt, args, flops = peak_call(target, shape, cores)
     # best of 5, as the library yardstick: a shared machine's busy moment must not decide the roof
-    return 2.0 * par * shape.accumulators * shape.lanes * iters / _seconds(rt, [x, y], min_s=0.1, repeat=5) / 1e9
+    return flops / _seconds(rt, args, min_s=0.1, repeat=5) / 1e9
 
 
 def _best_gflops(matmul: Callable[[], Any], n: int, runs: int) -> float:
@@ -377,6 +396,7 @@ def _stream_bytes(caches: Mapping[str, int]) -> int:
 
 def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceilings:
     """Measure now (a few seconds): peak, bandwidth, and the library yardstick."""
+    state = machine_state()  # before: the measurement loads the cores itself
     caches, line, note = cache_info()
     cores = target_cores(target)
     llc, size = max(caches.values()), _stream_bytes(caches)
@@ -391,9 +411,13 @@ def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceiling
     clock, clock_source = cpu_clock()
     library = library_gemm(cores, yardstick_n)
     peak = _peak_beside(library, peak, lambda: _peak_gflops(target, shape, cores))
-    return Ceilings(cpu_name(), dict(target), peak, copy_gbs, triad_gbs, caches, line,
+    how = (f"FMA kernel ({shape.describe()}, {cores} parallel tasks): best of 5 calls of 0.1 s or more, measured "
+           f"again (up to {PEAK_RETRIES} times) while a library GEMM ran faster; STREAM copy and triad over "
+           f"{size // _MIB} MiB arrays; NumPy's and PyTorch's {yardstick_n}-cube GEMM, best of 5")
+    return Ceilings(cpu_name(), dict(target), peak, copy_gbs, triad_gbs, caches, line, measured_at=state.taken_at,
                     note=note, isa=shape.isa, lanes=shape.lanes, accumulators=shape.accumulators,
-                    fma_ports=FMA_PORTS, cores=cores, clock_ghz=clock, clock_source=clock_source, library=library)
+                    fma_ports=FMA_PORTS, cores=cores, clock_ghz=clock, clock_source=clock_source, library=library,
+                    how=how, pid=os.getpid(), machine=state.to_json())
 
 
 def _peak_beside(library: tuple[Yardstick, ...], peak: float, measure: Callable[[], float],
@@ -419,10 +443,29 @@ def _cache_file(target: Mapping) -> Path:
     return root / "ceilings" / f"{key}.json"
 
 
+def stale_reason(c: Ceilings, now: MachineState | None = None, started: float | None = None) -> str:
+    """Why cached ceilings ``c`` no longer hold ("" when they do): measured before this process
+    started (``started``, default this process's start), or in a machine state that ``differs``
+    from ``now`` (default: the machine now)."""
+    started = _process_start() if started is None else started
+    if c.measured_at < started:
+        return (f"measured at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c.measured_at))} by process "
+                f"{c.pid or 'unknown'}, before this process started")
+    if not c.machine:
+        return "the cache does not say in what machine state it was measured"
+    why = differs(MachineState.from_json(c.machine), now or machine_state())
+    return f"the machine looks different: {why}" if why else ""
+
+
+def _process_start() -> float:
+    return psutil.Process().create_time()
+
+
 def get_ceilings(target: Mapping, refresh: bool = False) -> Ceilings:
-    """The cached ceilings of ``target`` on this CPU, measured first if needed (or if ``refresh``)."""
+    """The cached ceilings of ``target`` on this CPU, measured first if there are none, if they
+    are stale (``stale_reason``) or if ``refresh``."""
     path = _cache_file(target)
-    if not refresh and (cached := _cached(target)) is not None:
+    if not refresh and (cached := _cached(target)) is not None and not stale_reason(cached):
         return cached
     c = measure_ceilings(target)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -458,7 +501,9 @@ def _theory_line(c: Ceilings) -> str:
 def format_ceilings(c: Ceilings) -> str:
     """A short table for the terminal; a WARNING line when a library beats the measured peak."""
     kernel = f" ({c.accumulators} accumulators x {c.lanes} lanes)" if c.accumulators else ""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.measured_at))
     rows = [("CPU", c.cpu), ("target", json.dumps(c.target)),
+            ("measured", f"{when}" + (f" by process {c.pid}" if c.pid else "") + (f": {c.how}" if c.how else "")),
             ("peak (FMA kernel)", f"{c.peak_gflops:.1f} GFLOP/s measured{kernel}"),
             ("peak (theoretical)", _theory_line(c))]
     rows += [(f"{y.label} (library)", f"{y.gflops:.1f} GFLOP/s, {y.threads} threads") for y in c.library]

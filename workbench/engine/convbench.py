@@ -176,4 +176,18 @@ def write_conversion_results(rows: list[dict], out_dir: Path, copy_gbs: float,
         f"{last_level_cache() / 2**20:.4g} MiB)." if least_bytes else ""
     return write_tables(out_dir, "conversions", COLUMNS, rows,
                         f"Machine: {machine_name()}; STREAM copy ceiling {copy_gbs:.1f} GB/s.{least} Each conversion "
-                        "timed in turn with a copy of the same bytes; medians of the rounds.")
+                        "timed in turn with a copy of the same bytes; medians of the rounds.", _lowest(rows))
+
+
+def _lowest(rows: list[dict]) -> str:
+    """The summary line: the conversion furthest from the copy beside it and from the ceiling."""
+    def low(key: str) -> str:
+        got = [r for r in rows if r.get(key) is not None]
+        if not got:
+            return "missing (no conversion measured)"
+        r = min(got, key=lambda r: r[key])
+        return f"{r[key]:.0f}% ({r['case']} {r['kernel']})"
+
+    unverified = [f"{r['case']} {r['kernel']}" for r in rows if not r.get("verified")]
+    return (f"Lowest, of the copy beside it: {low('pct_adjacent_copy')}; of the copy ceiling: {low('pct_copy')}."
+            + (f" Not verified: {', '.join(unverified)}." if unverified else ""))

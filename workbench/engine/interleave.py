@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import psutil
 
 from .timing import NOISE, Stats
 
-__all__ = ["Timer", "Remeasured", "ROUNDS", "interleaved_samples", "remeasure", "steal_pct", "wait_for_quiet"]
+__all__ = ["Timer", "Remeasured", "ROUNDS", "SAMPLE_MS", "call_timer", "interleaved_samples", "remeasure",
+           "wait_for_quiet"]
 
 #: one sample of a contender, in ms
 Timer = Callable[[], float]
+#: one timing sample lasts about this long (the call repeated as often as it takes)
+SAMPLE_MS = 50.0
 #: rounds per set: each contender gets this many samples, one per round
 ROUNDS = 5
 #: the longest wait for quiet before each sample (``wait_for_quiet``): a contender's thread
@@ -41,6 +44,23 @@ SETTLE_S = 2.0
 #: quiet: the machine's cores idle for at least this share of a ``WINDOW_S`` window
 QUIET = 0.9
 WINDOW_S = 0.05
+
+
+def call_timer(fn: Callable[[], object], min_ms: float = SAMPLE_MS) -> Timer:
+    """A timer of ``fn``: each sample (ms per call) repeats it for about ``min_ms``, the count
+    fixed once after a warm-up call."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    number = max(1, int(min_ms / 1e3 / max(time.perf_counter() - t0, 1e-6)))
+
+    def sample() -> float:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return (time.perf_counter() - t0) / number * 1e3
+
+    return sample
 
 
 def wait_for_quiet(max_s: float = SETTLE_S) -> float:
@@ -58,16 +78,6 @@ def wait_for_quiet(max_s: float = SETTLE_S) -> float:
             break
         before = now
     return time.perf_counter() - start
-
-
-def steal_pct(before: Any, after: Any) -> float | None:
-    """The share of the CPU time between two ``psutil.cpu_times()`` that the hypervisor gave to
-    other guests, in percent (None where the OS does not count it): a virtual machine's cores
-    stolen mid-sample make a contender's samples spread, whatever it is."""
-    if not hasattr(after, "steal"):
-        return None
-    total = sum(after) - sum(before)
-    return 100.0 * (after.steal - before.steal) / total if total > 0 else None
 
 
 @dataclass(frozen=True)

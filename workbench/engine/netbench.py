@@ -270,13 +270,15 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
 def write_network_results(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
     """``networks.csv`` (the issue's columns, then spreads and the other contenders' errors) and
     ``networks.md`` (the table and the geometric means)."""
+    from .tables import summary_ratio  # a ratio no network has is named missing, never "nan" or a bare "x"
+
     extra = sorted({k for r in rows for k in r} - set(NETWORK_COLUMNS))
 
     def gm(key: str) -> str:
-        return _fmt(_geomean([r.get(key) for r in rows]))
+        return summary_ratio([r.get(key) for r in rows], "network")
 
     heading = (f"Machine: {machine_name()}; batch 1; budget {rows[0]['budget'] if rows else ''} measurements per "
                "network for each tuner. Times are medians of interleaved rounds after tuning.")
-    footer = (f"Geometric mean, ours vs PyTorch: {gm('ours_vs_torch')}x; ours vs TVM Relax + MetaSchedule: "
-              f"{gm('ours_vs_tvm_metaschedule')}x (above 1: ours is faster).")
+    footer = (f"Geometric mean, ours vs PyTorch: {gm('ours_vs_torch')}; ours vs TVM Relax + MetaSchedule: "
+              f"{gm('ours_vs_tvm_metaschedule')} (above 1: ours is faster).")
     return write_tables(out_dir, "networks", [*NETWORK_COLUMNS, *extra], rows, heading, footer, NETWORK_COLUMNS)

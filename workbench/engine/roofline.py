@@ -79,6 +79,13 @@ class RooflinePoint:
             return 100.0 * self.bytes / (self.latency_ms * 1e6) / c.bandwidth_gbs
         return 100.0 * (self.gflops or 0.0) / self.attainable(c)
 
+    def over_peak(self, c: Ceilings) -> bool:
+        """Above the measured FMA peak: the share says the peak was measured low (a slow moment or
+        another clock), not how close the kernel comes to the machine's, so it is never shown as
+        a plain figure."""
+        pct = self.percent_of_roof(c)
+        return bool(self.flops) and pct is not None and pct > 100.0 and self.bound(c) == "compute"
+
     def holding_cache(self, c: Ceilings) -> str | None:
         """The smallest cache that holds all of the kernel's buffers (None: only DRAM does)."""
         fits = [(size, name) for name, size in c.caches.items() if self.bytes <= size]
@@ -90,8 +97,9 @@ class RooflinePoint:
         pct = self.percent_of_roof(c)
         if pct is None or pct <= 100.0:
             return ""
-        if self.flops and self.bound(c) == "compute":
-            return "above the measured FMA peak: the peak kernel reaches less than this kernel (see the ceilings)"
+        if self.over_peak(c):
+            return (f"above the measured FMA peak ({pct:.0f}% of it): the peak was measured low (a slower moment "
+                    "or clock than this kernel's); re-measure the ceilings")
         cache = self.holding_cache(c)
         if cache is not None:
             return (f"above the DRAM roof: its {_kib(self.bytes)} of buffers fit {cache} ({_kib(c.caches[cache])}), "
@@ -102,7 +110,8 @@ class RooflinePoint:
     def row(self, c: Ceilings) -> dict[str, Any]:
         return {"kernel": self.kernel, "variant": self.variant, "GFLOP": self.flops / 1e9, "MB": self.bytes / 1e6,
                 "FLOP/byte": self.intensity, "latency ms": self.latency_ms, "GFLOP/s": self.gflops,
-                "bound": self.bound(c) if self.flops else "memory", "% of roof": self.percent_of_roof(c),
+                "bound": self.bound(c) if self.flops else "memory",
+                "% of roof": None if self.over_peak(c) else self.percent_of_roof(c),
                 "buffers fit": self.holding_cache(c) or "DRAM only", "note": self.roof_note(c)}
 
 

@@ -4,7 +4,8 @@ Variants of the same kernel share a colour (one legend group per kernel) and dif
 so a layout change shows as a marker moving right (more reuse) and up (faster). The libraries'
 GEMM measured with the ceilings (``Ceilings.library``) is drawn as labelled reference stars: a
 yardstick of what this machine reaches with a vendor kernel. A kernel above its roof says why
-on hover (``RooflinePoint.roof_note``: its buffers fit a cache).
+on hover (``RooflinePoint.roof_note``: its buffers fit a cache); one above the measured FMA peak
+shows that note instead of its share, which only says the peak was measured low.
 """
 
 from __future__ import annotations
@@ -51,15 +52,15 @@ def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings",
     variants = list(dict.fromkeys(p.variant for p in shown))
     for p in shown:
         colour = _COLOURS[kernels.index(p.kernel) % len(_COLOURS)]
-        note = p.roof_note(ceilings)  # over 100%: why (its data sits in a cache)
+        note = p.roof_note(ceilings)  # over 100%: why (its data sits in a cache, or the peak was measured low)
+        share = "" if p.over_peak(ceilings) else f"{p.percent_of_roof(ceilings):.1f}% of the {p.bound(ceilings)} roof"
         fig.add_trace(go.Scatter(
             x=[p.intensity], y=[p.gflops], mode="markers+text", text=[p.kernel], textposition="top center",
             textfont={"size": 10, "color": colour}, name=f"{p.kernel} · {p.variant}" if p.variant else p.kernel,
             legendgroup=p.kernel, marker={"color": colour, "size": 13, "line": {"width": 1, "color": "#fff"},
                                           "symbol": _SYMBOLS[variants.index(p.variant) % len(_SYMBOLS)]},
             hovertemplate=(f"<b>{p.kernel}</b> {p.variant}<br>%{{x:.2f}} FLOP/byte<br>%{{y:.2f}} GFLOP/s<br>"
-                           f"{p.percent_of_roof(ceilings):.1f}% of the {p.bound(ceilings)} roof"
-                           + (f"<br>{note}" if note else "") + "<extra></extra>")))
+                           + "<br>".join(t for t in (share, note) if t) + "<extra></extra>")))
     # the libraries' GEMMs sit at one intensity, often at about the same rate: labels alternate
     # below and above their stars, the slower one's below, so two labels never share a line; to
     # the left, as the stars sit near the plot's right edge
