@@ -1,4 +1,5 @@
-# ALT Workbench. `make run` starts the app, `make test` runs every test; both set up .venv first.
+# ALT Workbench. `make run` starts the app, `make test` runs every test, `make test-fast` all but the
+# browser, tuning and slow ones (a few minutes on 2 cores); each sets up .venv first.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ HOST ?=
 PORT ?=
 PYTEST_ARGS ?=
 
-.PHONY: venv browser run test bench clean
+.PHONY: venv browser run test test-fast bench clean
 
 venv: $(VENV)/.installed
 
@@ -35,6 +36,10 @@ run: venv
 
 test: venv browser
 	$(PY) -m pytest -q --durations=10 $(PYTEST_ARGS)
+
+# No Chromium, no MetaSchedule or joint tuning, no test marked slow (pyproject.toml lists the markers).
+test-fast: venv
+	$(PY) -m pytest -q --durations=10 -m "not browser and not tuning and not slow" $(PYTEST_ARGS)
 
 bench: venv
 	$(PY) -m workbench bench

@@ -45,6 +45,7 @@ def test_the_corpus_covers_every_file():
     assert sorted(EXPECTED) == sorted(p.name for p in BAD.glob("*.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_bad_session_is_refused_and_left_untouched(name, tmp_path):
     path = BAD / name
@@ -60,6 +61,7 @@ def test_bad_session_is_refused_and_left_untouched(name, tmp_path):
     assert not (tmp_path / "out").exists()  # nothing written
 
 
+@pytest.mark.slow
 def test_replay_writes_kernels_program_and_report(tmp_path):
     res = run("replay", "sessions/r18_stem_alt_tiled.json", "--out", str(tmp_path))
     assert res.returncode == 0, res.stderr
@@ -88,6 +90,7 @@ def test_export_writes_the_database_session_and_manifest(tmp_path):
     assert (tmp_path / "session.json").read_text() == (ROOT / "sessions" / "c1d.json").read_text()
 
 
+@pytest.mark.slow
 def test_bad_target_and_missing_file_are_user_errors(tmp_path):
     res = run("replay", "sessions/c1d.json", "--target", "{oops", "--out", str(tmp_path))
     assert res.returncode == 2 and "--target must be a JSON object" in res.stderr
@@ -130,6 +133,7 @@ def test_help_lists_every_command():
         assert command in text
 
 
+@pytest.mark.tuning
 def test_tune_joint_writes_a_session_that_replays_to_the_tuned_kernels(tmp_path):
     """The joint stage with a tiny budget on C1D: the tuned session holds the chosen layout and
     trace, and replays (no tuning) to kernels that match the reference."""
@@ -157,6 +161,7 @@ def test_tune_joint_writes_a_session_that_replays_to_the_tuned_kernels(tmp_path)
 
 ########## import ##########
 
+@pytest.mark.slow
 def test_import_writes_a_session_that_replays_and_refuses_a_changed_file(tmp_path):
     from tests.engine.test_import import _onnx
 
@@ -180,6 +185,7 @@ def test_import_writes_a_session_that_replays_and_refuses_a_changed_file(tmp_pat
     assert not (tmp_path / "out2").exists()
 
 
+@pytest.mark.slow
 def test_import_of_a_factory_exports_it_beside_the_session(tmp_path):
     (tmp_path / "mymodels.py").write_text(
         "from workbench.engine.networks import BertLayer, randomize\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.apptest import home
@@ -47,6 +48,7 @@ def test_a_search_selects_its_match_at_once(at):
     assert at.selectbox(key="layout_key").value == "relu2"
 
 
+@pytest.mark.slow
 def test_the_whole_graph_fits_the_chart_and_a_double_click_comes_back(at):
     """MobileNet-V2 (153 ops): the toggle fits every op into one chart with the labels that have
     room; Plotly's autoscale and zoom-out are gone, and a double-click resets to the figure's view."""

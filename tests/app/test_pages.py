@@ -335,6 +335,7 @@ def test_switching_the_model_starts_a_fresh_session(at):
     assert "gmm 1024x1024" in graph_labels(at), graph_labels(at)
 
 
+@pytest.mark.tuning
 def test_tuning_runs_in_a_worker_shows_curves_and_applies_the_result(at):
     """Loop-only stage, 2 measurements, on the small C1D model: start, watch, apply."""
     home(at).selectbox(key="model_pick").set_value("c1d").run()
@@ -364,6 +365,7 @@ def _infos(app: AppTest) -> str:
     return " | ".join(i.value for i in app.info)
 
 
+@pytest.mark.slow
 def test_replays_of_two_tabs_wait_in_one_line_and_a_tab_runs_one_job(at):
     """Replay runs as a job: with the machine busy, two tabs' replays queue (place shown), the first
     tab cannot start a tuning beside its replay, and once the slot frees both run, in order."""
@@ -418,6 +420,7 @@ def test_an_oversized_session_upload_is_refused_and_changes_nothing(at, monkeypa
     assert session(at).to_json() == before
 
 
+@pytest.mark.slow
 def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp_path):
     from workbench.engine.session import new_session, save
     from workbench.pages import _state
@@ -651,6 +654,7 @@ def _drawn_nodes(app: AppTest) -> set[str]:
     return {n for tr in fig["data"] if tr.get("mode") == "markers" for n in tr.get("customdata") or [] if n}
 
 
+@pytest.mark.slow
 def test_resnet18_opens_with_its_repeated_blocks_collapsed_and_they_expand(at):
     """A small model draws every op (the toggle off); ResNet-18 (70 ops) opens with its basic
     blocks collapsed, one is expanded from the toolbar, and the toggle draws every op again."""
@@ -674,6 +678,7 @@ def test_resnet18_opens_with_its_repeated_blocks_collapsed_and_they_expand(at):
     assert len(collapsed) < 0.4 * len(ops)
 
 
+@pytest.mark.slow
 def test_a_measured_variant_is_named_after_its_whole_action_chain(at):
     preset_form(at)
     at.selectbox(key="preset_name").set_value("alt_tiled").run()

@@ -157,6 +157,7 @@ def _zoo_cases():
                 yield model, preset.name, target
 
 
+@pytest.mark.slow
 def test_the_steps_apply_to_every_conversion_kernel_of_every_zoo_model_under_every_preset():
     seen = set()
     count = 0
@@ -336,6 +337,7 @@ def _guarded_stores(sch):
     return lower(sch.mod)["main"].script().count("if_then_else")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [ZEN, AVX512])
 def test_a_padded_unfold_copies_its_interior_without_the_pad_condition(target):
     """The stem unfold's reads are guarded by the pad condition, which a 9-lane vector carries

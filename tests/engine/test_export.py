@@ -69,6 +69,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_plain_tvm_applies_the_exported_records(case, tmp_path):
     s = CASES[case]()

@@ -182,6 +182,7 @@ def write_model(folder: Path, name: str, kind: str) -> tuple[Path, nn.Module, np
 
 @pytest.mark.parametrize("name, kind", [("Convs", "onnx"), ("Convs", "onnx_legacy"), ("Convs", "pt2"),
                                         ("Seq1d", "onnx_legacy"), ("Seq1d", "pt2")])
+@pytest.mark.slow
 def test_a_model_file_computes_what_pytorch_and_onnxruntime_compute(tmp_path, name, kind):
     path, module, x = write_model(tmp_path, name, kind)
     spec, graph = zoo.file_model(str(path))
@@ -258,6 +259,7 @@ def test_a_session_replays_its_file_and_refuses_it_once_changed(tmp_path):
         replay(session)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, framework", [("onnx_legacy", "ONNX Runtime"), ("pt2", "PyTorch")])
 def test_replay_checks_an_imported_model_against_its_own_framework(tmp_path, kind, framework):
     path, _, _ = write_model(tmp_path, "Seq1d", kind)
@@ -283,6 +285,7 @@ def test_replay_fails_when_the_framework_disagrees(tmp_path, monkeypatch, capsys
     assert report["ok"] is False and report["source"]["ok"] is False and report["max_rel_error"] < 1e-4
 
 
+@pytest.mark.slow
 def test_a_zoo_graph_has_no_framework_and_a_builtin_network_has_pytorch():
     assert framework_of({"zoo": "r18_block"}) is None
     assert framework_of({"zoo": "bert_layer", "seq": 4}) == "PyTorch"

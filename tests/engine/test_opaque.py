@@ -198,6 +198,7 @@ def test_a_neighbours_layout_is_converted_back_before_an_opaque_kernel(session):
     assert state.program.build().verify().ok
 
 
+@pytest.mark.tuning
 def test_joint_tuning_a_graph_with_opaque_kernels_does_not_crash(session, tmp_path):
     from workbench.engine.tuning.stages import tune_session
 

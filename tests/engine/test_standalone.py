@@ -78,6 +78,7 @@ def test_bad_inputs_and_folders_are_named(replayed, tmp_path):
         load_network(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_run_command_reads_npy_inputs_and_writes_the_outputs(replayed, tmp_path):
     out, state = replayed
     net = load_network(out)

@@ -64,6 +64,7 @@ GRIDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nd", sorted(GRIDS))
 def test_phases_match_pytorch(nd):
     cases = GRIDS[nd]

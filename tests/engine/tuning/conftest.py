@@ -1,10 +1,14 @@
 """Shared by the tuning tests: a small matmul kernel."""
 
+from pathlib import Path
+
 import pytest
 import tvm
 from tvm import te
 
 from workbench.engine.tuning.records import TuneTask
+
+HERE = Path(__file__).parent
 
 
 def matmul(n: int = 64) -> tvm.tirx.PrimFunc:
@@ -19,3 +23,11 @@ def matmul(n: int = 64) -> tvm.tirx.PrimFunc:
 def mm_task() -> TuneTask:
     """``C = A @ B`` on 64x64 floats, as a task named ``mm``."""
     return TuneTask("mm", matmul(), 2 * 64 ** 3)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in this folder is a tuning test (marker ``tuning``), new files included:
+    ``make test-fast`` leaves them out."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.tuning)
