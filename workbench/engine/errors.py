@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["WorkbenchError", "LayoutError", "GraphError", "LoopError", "BuildError", "SessionError", "TuneError"]
+__all__ = ["WorkbenchError", "LayoutError", "GraphError", "LoopError", "BuildError", "SessionError", "TuneError",
+           "first_line"]
 
 
 class WorkbenchError(Exception):
@@ -45,3 +46,15 @@ class TuneError(WorkbenchError):
 
 class TuneWarning(UserWarning):
     """A tuning result that was not used (it gives wrong results), with what was used instead."""
+
+
+def first_line(e: BaseException) -> str:
+    """The first meaningful line of an exception from TVM, torch or onnx (they are long).
+
+    >>> first_line(ValueError("  File x.py, line 3\\n\\n  shape mismatch\\n  ^^^^"))
+    'shape mismatch'
+    >>> first_line(KeyError())
+    'KeyError'
+    """
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.strip().startswith(("File ", "^"))]
+    return (lines[0] if lines else type(e).__name__)[:300]

@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from tvm import tirx
 
-from .loops import FuncOrSchedule, _names, _nests
+from .loops import FuncOrSchedule, block_nests, printed_loop_names
 
 __all__ = ["loop_dims"]
 
@@ -40,7 +40,7 @@ def loop_dims(func_or_sch: FuncOrSchedule, stage_dims: Mapping[str, Sequence[str
     {'y': {'i': 'C', 'j_0': 'W (1/2)', 'j_1': 'W (2/2)'}}
     """
     out: dict[str, dict[str, str]] = {}
-    for realize, loops in _nests(func_or_sch):
+    for realize, loops in block_nests(func_or_sch):
         block = realize.block
         dims = _stage(stage_dims, [block.writes[0].source.name, block.name_hint] if block.writes else [block.name_hint])
         if dims is None:
@@ -55,7 +55,7 @@ def loop_dims(func_or_sch: FuncOrSchedule, stage_dims: Mapping[str, Sequence[str
         for k, iv in enumerate(block.iter_vars):
             if iv.iter_type == tirx.IterVar.CommReduce:
                 label[k] = iv.var.name.removeprefix("v_")  # TVM's prefix for a block's iterators
-        names = _names([f.loop_var.name for f in loops])
+        names = printed_loop_names([f.loop_var.name for f in loops])
         runs = {}
         for name, f in zip(names, loops):
             over = [label[k] for k, e in enumerate(realize.iter_values)

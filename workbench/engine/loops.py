@@ -31,7 +31,7 @@ from .errors import LoopError
 from .step import PrimitiveSpec, Step
 
 __all__ = ["visit_nodes", "loop_step", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
-           "block_nest", "block_writes", "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
+           "block_nest", "block_nests", "printed_loop_names", "block_writes", "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
            "basic_schedule"]
 
 FuncOrSchedule = Union[tirx.PrimFunc, tvm.IRModule, s_tir.Schedule]
@@ -185,7 +185,7 @@ def visit_nodes(node: Any, visit: Callable[[Any], None]) -> None:
             visit_nodes(child, visit)
 
 
-def _nests(func_or_sch: FuncOrSchedule) -> list[tuple[s_tir.SBlockRealize, list[tirx.For]]]:
+def block_nests(func_or_sch: FuncOrSchedule) -> list[tuple[s_tir.SBlockRealize, list[tirx.For]]]:
     """Every block but the root, in program order, with the loops between it and its parent block.
 
     Read from the IR rather than through the schedule, so that looking adds nothing to the trace.
@@ -205,7 +205,7 @@ def _nests(func_or_sch: FuncOrSchedule) -> list[tuple[s_tir.SBlockRealize, list[
 def block_nest(func_or_sch: FuncOrSchedule, block: str) -> tuple[s_tir.SBlockRealize, list[tirx.For]]:
     """The block's realize and the loops between it and its parent block, outermost first;
     LoopError naming the blocks there are when there is no such block."""
-    nests = _nests(func_or_sch)
+    nests = block_nests(func_or_sch)
     found = next((nest for nest in nests if nest[0].block.name_hint == block), None)
     if found is None:
         raise LoopError(f"unknown block {block!r}; blocks: {', '.join(r.block.name_hint for r, _ in nests)}")
@@ -223,11 +223,15 @@ def list_blocks(func_or_sch: FuncOrSchedule) -> list[str]:
     -------
     list of str
     """
-    return [realize.block.name_hint for realize, _ in _nests(func_or_sch)]
+    return [realize.block.name_hint for realize, _ in block_nests(func_or_sch)]
 
 
-def _names(raw: Sequence[str]) -> list[str]:
-    """Loop names as the printer shows them: a name already used further out gets ``_1``, ``_2``..."""
+def printed_loop_names(raw: Sequence[str]) -> list[str]:
+    """Loop names as the printer shows them: a name already used further out gets ``_1``, ``_2``...
+
+    >>> printed_loop_names(["i", "j", "i", "i"])
+    ['i', 'j', 'i_1', 'i_2']
+    """
     out: list[str] = []
     for name in raw:
         new, n = name, 0
@@ -259,7 +263,7 @@ def list_loops(func_or_sch: FuncOrSchedule, block: str) -> list[LoopInfo]:
     realize, loops = block_nest(func_or_sch, block)
     reduce_vars = [v for iv, e in zip(realize.block.iter_vars, realize.iter_values)
                    if iv.iter_type == tirx.IterVar.CommReduce for v in tirx.analysis.undefined_vars(e)]
-    names = _names([f.loop_var.name for f in loops])
+    names = printed_loop_names([f.loop_var.name for f in loops])
     for name, f in zip(names, loops):
         if not isinstance(f.extent, tirx.IntImm):  # e.g. a compute_at under a tile that does not divide
             raise LoopError(f"loop {name!r} of block {block!r} runs {f.extent} times, a count that changes with "
@@ -352,7 +356,7 @@ def _validate(sch: s_tir.Schedule, step: Step) -> tuple[dict[str, Any], list[Loo
         test, want = _KINDS[kind]
         if not test(a[k]):
             raise LoopError(f"{k} must be {want}, got {a[k]!r}")
-    blocks = {r.block.name_hint: r.block for r, _ in _nests(sch)}
+    blocks = {r.block.name_hint: r.block for r, _ in block_nests(sch)}
     if unknown := [a[k] for k, kind in spec.args.items() if kind == "block" and a[k] not in blocks]:
         raise LoopError(f"unknown block {unknown[0]!r}; blocks: {', '.join(blocks)}")
     loops: list[LoopInfo] = []

@@ -22,7 +22,6 @@ show a non-zero rate).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -30,8 +29,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from .errors import GraphError
-from .ops import OpDef, _register, _torch
+from .errors import GraphError, first_line
 
 __all__ = ["OpaqueCall", "legalize", "refusal"]
 
@@ -112,8 +110,6 @@ def legalize(call: relax.Call, args: Sequence[Any], params: Sequence[relax.Var])
         with tvm.target.Target(_TARGET):
             mod = tvm.transform.Sequential([relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()])(one)
     except Exception as e:  # TVM's own errors: one line
-        from .frontend.sources import first_line  # (a cycle at import time: frontend imports this module)
-
         raise GraphError(f"{what}, and TVM could not legalize it alone: {first_line(e)}") from None
     prims = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     tir_calls = _bound_calls(mod["main"])
@@ -181,7 +177,9 @@ def _strided_slice(a: Any, x: np.ndarray, axes, begin, end, strides=None) -> np.
 
 
 def _log_softmax(a: Any, x: np.ndarray) -> np.ndarray:
-    return _torch().log_softmax(_torch().from_numpy(x), int(a.axis)).numpy()
+    import torch  # imported lazily: only references need it
+
+    return torch.log_softmax(torch.from_numpy(x), int(a.axis)).numpy()
 
 
 #: relax op name -> NumPy/PyTorch equivalent ``fn(attrs, *args)`` (None: use TVM's)
@@ -196,15 +194,3 @@ _REFS: dict[str, Callable[..., np.ndarray | None]] = {
     "prod": _reduce(np.prod),
     "strided_slice": _strided_slice,
 }
-
-
-########## The op type ##########
-
-def _refuse_compute(readers, shapes, a, out):  # lowering takes the PrimFunc instead (``lower``)
-    raise GraphError(f"{a['op']} is an opaque kernel: it has no TE definition")
-
-
-OPAQUE: OpDef = _register(OpDef(
-    "opaque", "opaque", infer=lambda shapes, a: a["call"].out_shape, compute=_refuse_compute,
-    flops=lambda shapes, a, out: math.prod(out), reference=lambda vals, a: a["call"].reference(vals),
-    labeler=lambda a: a["op"]))

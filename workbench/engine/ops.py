@@ -27,6 +27,7 @@ import numpy as np
 import tvm
 from tvm import te
 
+from .errors import GraphError
 from .fastmath import fast_erf, fast_exp, fast_sigmoid, fast_tanh
 from .index import Window, all_of, bind_axis, simplify
 
@@ -629,4 +630,14 @@ def names_for(dims: str, rank: int) -> Sequence[str]:
     return out
 
 
-from . import opaque as _opaque  # noqa: E402,F401  (registers the "opaque" op type: TVM's TIR for an op not here)
+########## Opaque ops ##########
+# TVM's legalized TIR for an imported op the library does not model: its ``call`` attribute (an
+# ``opaque.OpaqueCall``) gives the shape and the reference; lowering takes its PrimFunc as the kernel.
+
+def _refuse_compute(readers, shapes, a, out):
+    raise GraphError(f"{a['op']} is an opaque kernel: it has no TE definition")
+
+
+_register(OpDef("opaque", "opaque", infer=lambda shapes, a: a["call"].out_shape, compute=_refuse_compute,
+                flops=lambda shapes, a, out: math.prod(out), reference=lambda vals, a: a["call"].reference(vals),
+                labeler=lambda a: a["op"]))

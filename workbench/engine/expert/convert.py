@@ -74,9 +74,10 @@ from tvm.sym import Analyzer
 from ..ceilings import cache_info, get_ceilings
 from .. import codegen
 from ..errors import LoopError
-from ..loops import LoopInfo, apply_step, apply_steps, block_nest, list_blocks, list_loops, loop_step, visit_nodes
+from ..loops import LoopInfo, apply_steps, block_nest, list_blocks, list_loops, visit_nodes
 from ..step import Step
 from ..targets import resolve_target, target_cores, vector_unit
+from .builder import StepBuilder
 
 __all__ = ["conversion_steps", "default_steps", "scheduled_conversions", "Bandwidth", "conversion_bandwidth",
            "conversion_ms"]
@@ -226,14 +227,14 @@ def _cpu_is(target: Mapping, prefixes: tuple[str, ...]) -> bool:
 
 
 def _ordered(func: tirx.PrimFunc, kernel: str, block: str, extents: Sequence[int], access: _Access | None,
-             cache: _Cache, lanes: int, cores: int, target: Mapping) -> tuple[_Builder, list[_Piece]]:
+             cache: _Cache, lanes: int, cores: int, target: Mapping) -> tuple[StepBuilder, list[_Piece]]:
     """The order model's schedule for vectors of ``lanes``: its steps so far (a builder: the
     vector run fused, the splits, the order, the parallel loop) and the pieces in their order."""
     run, width = _vector_run(extents, lanes)
     groups = [(k,) for k in range(len(extents) - run)] + [tuple(range(len(extents) - run, len(extents)))]
     sizes = [_group_sizes(access, extents, g, width if i == len(groups) - 1 else None, cache.line)
              for i, g in enumerate(groups)]
-    b = _Builder(func, kernel, block)
+    b = StepBuilder(func, kernel, block)
 
     # 1. the vector run fused; every group split at the source's tiles (the run by the lanes too)
     if run > 1:
@@ -338,7 +339,7 @@ def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, transpose: tu
     tile: a block of channels keeps its streams of 16-byte pieces going on one side while the
     other side moves whole lines (see ``_FAR_LINES``); a far loop no longer than its block
     keeps the order source tiles, destination tiles, tile."""
-    b = _Builder(func, kernel, block)
+    b = StepBuilder(func, kernel, block)
     names = [lp.name for lp in b.loops()]
     s, d, width = names[transpose[0]], names[transpose[1]], transpose[2]
     far, near = (d, s) if names[far_block[0]] == d else (s, d)
@@ -354,7 +355,7 @@ def _transpose_steps(func: tirx.PrimFunc, kernel: str, block: str, transpose: tu
     return _through_registers(b, width)
 
 
-def _through_registers(b: _Builder, width: int, cols: int | None = None) -> list[Step] | None:
+def _through_registers(b: StepBuilder, width: int, cols: int | None = None) -> list[Step] | None:
     """``b``'s steps, then its two innermost loops (``width`` source rows outside, ``cols``
     (default ``width``) along the destination's row inside) moved through registers: the tile
     read into a local buffer along the source's rows (``cache_read`` at the loop outside the
@@ -388,7 +389,7 @@ def _source_step(access: _Access, p: _Piece) -> int | None:
     return int(off[1] - off[0])
 
 
-def _tile_transpose(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder, order: Sequence[_Piece],
+def _tile_transpose(func: tirx.PrimFunc, kernel: str, block: str, b: StepBuilder, order: Sequence[_Piece],
                     access: _Access, line: int) -> list[Step] | None:
     """The order model's steps so far (``b``), then its two innermost loops through 4x4 register
     tiles, as ``_transpose_steps`` moves a plain transpose: where the conversion moves every
@@ -419,15 +420,15 @@ def _tile_transpose(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder, o
     return _through_registers(t, width)
 
 
-def _replayed(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder) -> _Builder:
+def _replayed(func: tirx.PrimFunc, kernel: str, block: str, b: StepBuilder) -> StepBuilder:
     """A new builder with ``b``'s steps applied."""
-    t = _Builder(func, kernel, block)
+    t = StepBuilder(func, kernel, block)
     for s in b.steps:
         t.step(s.primitive, **{a: v for a, v in s.kwargs.items() if a != "block"})
     return t
 
 
-def _piece_tile(func: tirx.PrimFunc, kernel: str, block: str, b: _Builder, order: Sequence[_Piece],
+def _piece_tile(func: tirx.PrimFunc, kernel: str, block: str, b: StepBuilder, order: Sequence[_Piece],
                 access: _Access, width: int) -> list[Step] | None:
     """``_tile_transpose`` where the destination's row crosses the source's tiles every ``r``
     elements, ``r`` not a multiple of the tile's ``width`` (ALT's 1x1 stride-2 output -> NCHW:
@@ -477,7 +478,7 @@ def _rows_across_tiles(access: _Access, extents: Sequence[int], cache: _Cache) -
     return step != 1 and bool(_source_tiles(lambda v: access.source_along(k, v), extents[k]))
 
 
-def _through_buffer(b: _Builder, cache: _Cache, lanes: int) -> None:
+def _through_buffer(b: StepBuilder, cache: _Cache, lanes: int) -> None:
     """Write the block into a buffer holding the largest tile of its inner loops that fits half
     the L2, and copy it to the destination after the tile, the destination's rows vectorized.
 
@@ -536,7 +537,7 @@ def _interleaves(access: _Access | None, names: Sequence[str], loops: Sequence[L
     return src_w == 1 and dst_c == 1 and dst_w == c.extent and abs(src_c) >= line
 
 
-def _interleave(b: _Builder, lanes: int) -> None:
+def _interleave(b: StepBuilder, lanes: int) -> None:
     """Vectorize along the source's rows and unroll the short loop inside: ``k`` stores of a
     vector each ``k`` elements apart, which ``codegen.MergeStridedStores`` writes as one dense
     store of a shuffle (3 loads, 3 permutes and 3 stores per 48 floats on AVX-512, where the
@@ -621,7 +622,7 @@ def _row_runs(func: tirx.PrimFunc, block: str) -> list[tuple[int, bool]]:
             for key, run in itertools.groupby(state(v) for v in range(start, start + extent))]
 
 
-def _borders(b: _Builder, lane: int = -1) -> None:
+def _borders(b: StepBuilder, lane: int = -1) -> None:
     """Cut the loops whose values enter the block's pad condition into border and interior ranges
     (``loop_partition``), innermost first, at most ``_BORDER_LOOPS`` of them: TVM then proves the
     condition within each interior copy and drops it there. (ALT's stem unfold, 9-float tile rows
@@ -716,7 +717,7 @@ def _conjuncts(cond: Any) -> list[Any]:
     return [cond]
 
 
-def parallel_outer(b: "_Builder", outer: list, cores: int) -> None:
+def parallel_outer(b: StepBuilder, outer: list, cores: int) -> None:
     """Fuse the first of the ``outer`` loops until every core has several chunks, and run the
     fused loop in parallel (a single chunk or a single core: left serial)."""
     take, chunks = 0, 1
@@ -732,23 +733,6 @@ def parallel_outer(b: "_Builder", outer: list, cores: int) -> None:
 def _wanted_chunks(cores: int) -> int:
     """How many chunks the parallel loop should have."""
     return cores * _CHUNKS_PER_CORE
-
-
-class _Builder:
-    """Steps applied as they are made, so that each names the loops as they are now."""
-
-    def __init__(self, func: tirx.PrimFunc, kernel: str, block: str) -> None:
-        self.sch = apply_steps(func, [])
-        self.kernel, self.block, self.steps = kernel, block, []
-
-    def loops(self) -> list[LoopInfo]:
-        return list_loops(self.sch, self.block)
-
-    def step(self, primitive: str, *, on: str | None = None, **args: Any) -> None:
-        """Apply a step to the builder's block, or to block ``on``."""
-        s = loop_step(primitive, self.kernel, block=on or self.block, **args)
-        self.sch = apply_step(self.sch, s)
-        self.steps.append(s)
 
 
 def _vector_run(extents: Sequence[int], lanes: int) -> tuple[int, int]:

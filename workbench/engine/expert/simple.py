@@ -29,7 +29,8 @@ from ..errors import LoopError
 from ..loops import list_blocks, list_loops
 from ..step import Step
 from ..targets import target_cores, vector_unit
-from .convert import _Builder, conversion_steps, parallel_outer
+from .builder import StepBuilder
+from .convert import conversion_steps, parallel_outer
 
 __all__ = ["rows_steps", "simple_steps", "window_steps"]
 
@@ -73,7 +74,7 @@ def window_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step
         raise LoopError(f"kernel {kernel!r} has no window to reduce over or no output loop")
     lanes = vector_unit(target).lanes
     cores = target_cores(target)
-    b = _Builder(func, kernel, block)
+    b = StepBuilder(func, kernel, block)
     # 1. the window's loops inside every output loop but the contiguous one
     names = [lp.name for lp in spatial[:-1] + window + spatial[-1:]]
     if names != [lp.name for lp in loops]:
@@ -123,7 +124,7 @@ def rows_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
         rows = k + 1
     lanes = vector_unit(target).lanes
     cores = target_cores(target)
-    b = _Builder(func, kernel, out)
+    b = StepBuilder(func, kernel, out)
     if math.prod(lp.extent for lp in loops[:rows]) < 2 * cores:
         # too few shared rows to split over the cores (none, or an output written in its
         # consumer's tiles, whose loops are not the statistics' rows): each block on its own
@@ -139,7 +140,7 @@ def rows_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
     return b.steps
 
 
-def _blocks_apart(b: _Builder, blocks: list[str], lanes: int, cores: int) -> list[Step]:
+def _blocks_apart(b: StepBuilder, blocks: list[str], lanes: int, cores: int) -> list[Step]:
     """Each block's leading spatial loops fused and parallel, its innermost loop vectorized
     when it is spatial (a block whose reduction runs innermost keeps it scalar)."""
     for block in blocks:
@@ -153,7 +154,7 @@ def _blocks_apart(b: _Builder, blocks: list[str], lanes: int, cores: int) -> lis
     return b.steps
 
 
-def _vectorize_inner(b: _Builder, lanes: int) -> None:
+def _vectorize_inner(b: StepBuilder, lanes: int) -> None:
     """The block's innermost loop as whole vectors (split by the lanes when longer), or whole
     when it is short; a long loop that no whole vector divides stays scalar."""
     inner = b.loops()[-1]

@@ -29,7 +29,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import tvm
 
-from ..errors import GraphError
+from ..errors import GraphError, first_line
+from ..files import write_atomic
 from ..graph import Graph
 from .convert import prepare, to_graph
 
@@ -46,12 +47,6 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 #: input name -> static shape
 Shapes = Mapping[str, Sequence[int]]
-
-
-def first_line(e: BaseException) -> str:
-    """The first meaningful line of an exception from TVM, torch or onnx (they are long)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.strip().startswith(("File ", "^"))]
-    return (lines[0] if lines else type(e).__name__)[:300]
 
 
 @contextmanager
@@ -148,8 +143,6 @@ def store_upload(filename: str, data: bytes, folder: str | Path) -> Path:
     """Check an uploaded model (``check_upload``) and keep it in ``folder`` under a name with its
     content's hash, written atomically, so that a session pins it like any model file (the same
     upload is stored once; a different one never overwrites it)."""
-    from ..session import write_atomic
-
     check_upload(filename, data)
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).stem).lstrip("_.-")[:60] or "model"
     path = Path(folder) / f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}{Path(filename).suffix.lower()}"
