@@ -404,10 +404,10 @@ def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, 
         built_e, ok_e = _tuned(graph, LayoutBook(), op, None, target)
         timers["expert"] = kernel_timer(built_e, op, values)
         timers["peak"] = peak
-        say(f"{w.name}: the libraries ({', '.join(LABELS[k] for k in libraries)})")
+        say(f"{w.name}: the libraries ({', '.join(LABELS[k] for k in libraries)}), then every contender again, "
+            f"interleaved, {rounds} rounds")  # one step: the command line's progress bar counts them
         lib, missing = library_timers(sidecar, w, threads, libraries)
         timers.update(lib)
-        say(f"{w.name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
         before = machine_state()
         got = remeasure(timers, rounds)
         steal = steal_pct(before, machine_state())
