@@ -1,28 +1,7 @@
-"""From scheduled TIR to machine code: TVM's own lowering pipeline plus three passes of ours.
+"""From scheduled TIR to machine code: ``compile(mod, target)`` is ``tvm.compile`` with the
+``"workbench"`` TIR pipeline, TVM's default (``s_tir``) pipeline then our ``PASSES``. None changes
+a result: plain TVM applying an exported record gets the same results, the strided code kept.
 
-``compile(mod, target)`` is ``tvm.compile`` with the ``"workbench"`` TIR pipeline: TVM's default
-(``s_tir``) pipeline followed by ``MergeStridedStores``, ``DenseStridedLoads`` (a load of lanes
-2-4 elements apart as one dense load and a shuffle), ``MaskedLoads`` (on AVX-512, a vector load of
-5-15 lanes, not a power of two, as one masked load of a whole register) and ``SmallBuffersOnStack``
-(register and cache tiles on the stack, not from the runtime's workspace pool once per parallel
-iteration).
-``MergeStridedStores`` finds ``k`` vector stores in a
-row that write the same buffer at ``ramp(b + j, k, L)`` for ``j = 0 .. k-1`` (each lane ``k``
-elements apart, their bases consecutive: together one dense run of ``k*L`` elements) and writes
-them as a single dense store of an interleaving shuffle of their values. TVM stores a strided
-ramp lane by lane (``L`` scalar stores each); one dense store of a shuffle compiles to a few
-register permutes (``vpermt2ps`` on AVX-512) and ``k`` full-width stores. Where it comes from:
-a conversion that interleaves a few source rows into one destination row (ALT's stem unfold,
-3 channel planes -> rows of 37 W x 3 channels), scheduled with the rows as the vector and the
-channels unrolled (``expert.convert``): 63% -> 84% of a copy timed beside it on the Xeon.
-
-``MergeStridedStores`` changes no result: the merged store writes exactly the elements the ``k`` stores
-wrote, with the same values, and it merges only stores whose values (and the bindings between
-them) do not name the storage they write, through any buffer declared over it, and call nothing
-with side effects (so their order among themselves cannot matter). Built with plain TVM (a MetaSchedule
-record applied elsewhere), the same kernels give the same results, only the strided stores stay.
-
->>> import tvm
 >>> from tvm.script import tirx as T
 >>> @T.prim_func(s_tir=True)
 ... def interleave(a: T.Buffer((3, 16), "float32"), b: T.Buffer((48,), "float32")):
@@ -182,7 +161,17 @@ def _merged(stmts: list[Any], ana: Analyzer, storage: _Storage) -> list[Any]:
 
 
 def merge_strided_stores(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with each run of ``k`` interleaved strided stores written as one dense store."""
+    """``func`` with each run of ``k`` interleaved strided stores written as one dense store.
+
+    ``k`` vector stores in a row that write one buffer at ``ramp(b + j, k, L)`` for ``j = 0 ..
+    k-1`` (lanes ``k`` apart, bases consecutive: one dense run of ``k*L`` elements) become one
+    dense store of an interleaving shuffle of their values: TVM stores a strided ramp lane by
+    lane, a shuffle compiles to a few register permutes and ``k`` full-width stores. Such stores
+    come from a conversion that interleaves a few source rows into one destination row, its rows
+    the vector and its channels unrolled (``expert.convert``). No result changes: the merged store
+    writes the same elements with the same values, and only stores whose values (and the bindings
+    between them) do not name the storage they write, through any buffer over it, and call
+    nothing with side effects are merged, so their order among themselves cannot matter."""
     ana, storage = Analyzer(), _Storage(func)
 
     def on_seq(seq: Any) -> Any:
@@ -215,7 +204,7 @@ def _dense(load: Any) -> Any:
 def dense_strided_loads(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with each load of a ramp of stride 2 to 4 read densely and shuffled: TVM loads
     such a ramp a lane at a time (a depthwise conv of stride 2 vectorized along its output's
-    rows reads every other input element: MobileNet-V2's 96 channels of 112x112, 1.7x)."""
+    rows reads every other input element)."""
     calls: list[Any] = []
     tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, calls.append)])
     if any(isinstance(c.op, tvm.ir.Op) and c.op.name.endswith("address_of") for c in calls):
@@ -244,10 +233,9 @@ def _masked(load: Any, lanes: int) -> Any:
 
 def masked_loads(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with each dense vector load of 5-15 lanes (not a power of two) of a global buffer
-    read as one masked load, on targets whose CPU masks lanes (AVX-512). LLVM otherwise splits such
-    a load into loads of 8, 4, 2, 1 and inserts: ResNet-18's 3x3 conv on NCHW vectorizes its rows of
-    56 as 4 x 14, and its hot loop ran 144 FMAs in 375 instructions, 72 of them inserts; masked,
-    in 231 (``vmovups`` under a mask)."""
+    read as one masked load (``vmovups`` under a mask), on targets whose CPU masks lanes (AVX-512).
+    LLVM otherwise splits such a load into loads of 8, 4, 2, 1 and inserts (ResNet-18's 3x3 conv on
+    NCHW vectorizes its rows of 56 as 4 x 14)."""
     target = func.attrs.get("target") if func.attrs is not None else None
     if target is None or target.kind.name != "llvm" or (unit := vector_unit_of(target)).isa != "AVX-512":
         return func  # only AVX-512 masks the lanes of any load
@@ -273,10 +261,8 @@ def small_buffers_on_stack(func: tirx.PrimFunc) -> tirx.PrimFunc:
     (a ``local`` register tile, a slightly larger one) it takes from the runtime's workspace pool:
     a call to allocate it and one to free it each time it comes into scope, and LLVM, which cannot
     see that memory is private, writes the tile's zeros there with a ``memset``. A
-    buffer allocated inside a parallel loop comes into scope once per iteration: MobileNet-V2's
-    depthwise 3x3 on 144 channels of 28x28 made 576 such pairs of calls a run (26 us; 18.5 us on
-    the stack). LLVM places the stack slot at the function's entry (once per thread) and keeps a
-    register tile in registers."""
+    buffer allocated inside a parallel loop comes into scope once per iteration. LLVM places the
+    stack slot at the function's entry (once per thread) and keeps a register tile in registers."""
     target = func.attrs.get("target") if func.attrs is not None else None
     if target is not None and target.kind.name not in ("llvm", "c"):
         return func

@@ -1,11 +1,9 @@
 """ALT layout primitives (paper section 4.1): a tensor's layout is the sequence of primitives
 applied to it. From the sequence come the stored shape, the map from logical to stored
 indices (``forward``) and back (``inverse``, with the conditions under which a stored
-element holds data rather than padding).
-
-The index maps are written once with ``//``, ``%``, ``+`` and ``*``, so the same code runs on
-Python ints, NumPy index arrays (ahead-of-time weight conversion, reference checks) and TVM
-``PrimExpr`` (lowering). Nothing here is mutated: every primitive returns a new ``Layout``.
+element holds data rather than padding). The index maps are written once with ``//``, ``%``,
+``+`` and ``*``, so the same code runs on Python ints, NumPy index arrays and TVM ``PrimExpr``.
+Nothing here is mutated: every primitive returns a new ``Layout``.
 
 >>> lay = Layout.identity((1, 64, 56, 56), "NCHW")
 >>> lay.apply("split", dim=1, factors=[4, 16]).apply("reorder", perm=[0, 1, 3, 4, 2])

@@ -1,18 +1,17 @@
 """Loop primitives on a kernel's PrimFunc, through ``tvm.s_tir.Schedule``, as replayable steps.
 
 A step is a ``Step`` of kind ``loop`` (``loop_step``): a primitive named as TVM names it
-(``split``, ``fuse``, ...) with its arguments. Blocks are addressed by name (``list_blocks``) and loops by ``(block, loop
-name)`` (``list_loops``), where a loop's name is the loop variable as TVMScript prints it:
+(``split``, ``fuse``, ...) with its arguments. Blocks are addressed by name (``list_blocks``),
+loops by ``(block, loop name)`` (``list_loops``), the loop variable as TVMScript prints it:
 ``i0`` for an op's first dim, ``i0_0, i0_1`` after a split, ``i0_i1_fused`` after a fuse,
 ``ax0, ax1`` for the loops TVM creates (cache_read/cache_write, compute_at), ``j_init`` for a
 decomposed reduction's init. When an outer loop of the same block already has a name, the inner
-one gets ``_1`` (then ``_2``...), as the printer does. Blocks TVM creates are named by TVM:
-``A_global`` (cache_read of ``A``), ``C_global`` (cache_write of ``C``), ``C_init`` and
-``C_update`` (decompose_reduction of ``C``, which renames ``C``). All names depend only on
-the steps, so replaying the same steps gives the same names.
+one gets ``_1`` (then ``_2``...), as the printer does. Blocks TVM creates are named by TVM
+(``A_global`` for cache_read of ``A``, ``C_init``/``C_update`` for decompose_reduction of ``C``).
+All names depend only on the steps, so replaying the same steps gives the same names.
 
-Every primitive works on a copy. Bad arguments and TVM's refusals raise ``LoopError`` naming
-the primitive, its arguments and the reason; the input is left untouched.
+Every primitive works on a copy; bad arguments and TVM's refusals raise ``LoopError`` naming
+the primitive, its arguments and the reason.
 """
 
 from __future__ import annotations

@@ -8,12 +8,10 @@ access is rewritten, the operator is not). Sliding-window reads pass ``windows``
 unfolded input is read tile by tile (the paper's Eq. 1).
 
 Kinds: ``complex`` ops get their own layouts tuned (ALT's C1D, C2D, DEP, GRP, DIL, C3D, GMM,
-T2D, T3D); ``elementwise`` ops (``Y[i] = F(X[i], ...)``, same shape as their first input) take
-layouts by propagation; ``other`` ops are simple ops that propagation stops at.
-
-FLOP counts follow the usual dense definitions: a multiply-add is 2 FLOPs, every tap of a
-convolution counts (padded taps included; for a transposed conv, the taps of each output's stride
-phase, see ``_tconv_compute``), comparisons and transcendental functions count 1.
+T2D, T3D); ``elementwise`` ops take layouts by propagation; ``other`` ops stop propagation;
+``opaque`` ops are TVM's own TIR for an imported op the library does not model. FLOPs follow
+the dense definitions: a multiply-add is 2, every tap of a convolution counts (for a transposed
+conv, the taps of each output's stride phase, ``_tconv_compute``), other operations 1.
 """
 
 from __future__ import annotations

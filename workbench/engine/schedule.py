@@ -4,21 +4,13 @@ text form of a loop nest.
 
 Each function is ``apply_step`` of the matching ``loop_step``: it schedules a copy (or a new
 schedule of a function), addresses blocks and loops by name (``loops.list_blocks``,
-``loops.list_loops``), and raises ``LoopError`` naming the step and the reason. The examples
-are doctests on three tiny kernels made in ``workbench/conftest.py``:
+``loops.list_loops``), and raises ``LoopError`` naming the step and the reason. The examples are
+doctests on three tiny kernels made in ``workbench/conftest.py``: ``double`` (B = A * 2 on 64
+elements), ``chain`` (Y = X * 2, then Z = Y + 1, on 16 x 16) and ``matmul`` (C = A @ B, 16 x 16):
 
->>> print(outline(double))     # B = A * 2 on 64 elements
+>>> print(outline(double))
 for i in range(64):
   block B: B[i] = A[i] * 2.0
->>> print(outline(chain))      # Y = X * 2, then Z = Y + 1, on 16 x 16
-for i in range(16):
-  for j in range(16):
-    block Y: Y[i, j] = X[i, j] * 2.0
-for i in range(16):
-  for j in range(16):
-    block Z: Z[i, j] = Y[i, j] + 1.0
-
-and ``matmul`` (C = A @ B on 16 x 16 matrices, shown in ``outline``).
 """
 
 from __future__ import annotations

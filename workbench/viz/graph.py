@@ -1,31 +1,16 @@
 """The computational graph under the current layouts, as a Plotly figure drawn like Netron.
 
-Data flows top to bottom. Ops are boxes coloured by kind (name in bold, operator below); a fused
-kernel is a dotted box around its ops; conversion ops the propagation inserted are diamonds on
-the edge they sit on (open pink ones are fused into the kernel around them); every edge (one use
-of a tensor) is labelled with the tensor, its shape and its stored layout. Constants are not
-drawn (they are converted ahead of time); their layouts show in the op's hover text.
+Data flows top to bottom: ops are boxes coloured by kind, a fused kernel is a dotted box around
+its ops, conversion ops are diamonds on their edge, and every edge is labelled with its tensor,
+shape and stored layout. igraph's Sugiyama layout places the vertices (edge labels are vertices
+of their own, as in Graphviz); this module turns its grid into pixels, one data unit a screen
+pixel, so that text sized in pixels can be laid out in data units.
 
-Layout: igraph's Sugiyama layout does the graph drawing (layers, crossing reduction, and dummy
-vertices that route a long edge, such as a skip connection, in a lane of its own); edge labels
-are vertices of their own in the layer above their consumer, as Graphviz does. This module only
-turns igraph's grid into pixels: each vertex gets its text's extent, columns are spaced so that
-no two extents in a row touch, and edges run straight down through rows and bend only in the
-empty gaps between rows. One data unit is one screen pixel (the axes are locked 1:1), which is
-what lets text, whose size is in pixels, be laid out in data units.
-
-Input: an engine ``Graph`` and the ``Plan`` that ``propagate.plan_layouts`` returns (duck-typed,
-so this module stays free of TVM). ``changed`` names tensors to highlight (those that took a
-layout in the last action); ``selected`` is the op the user clicked; ``search`` outlines the ops
-whose name contains it. Fused kernels and repeated blocks (``blocks``) can each be drawn as one
-node.
-
-Fit to view: Plotly keeps text at its pixel size whatever the zoom, so a graph zoomed out to fit
-its chart piles its labels up. ``graph_figure(..., fit=(width, height))`` draws the whole graph
-scaled down into a chart of that size instead, with only the labels that have room at that scale
-(greedily, each clear of those kept before it: op names first, on their box or beside it, then
-the edges' tensors and shapes, kernel titles, the edges' layouts, the ops' operators); hover
-text keeps everything.
+Input: an engine ``Graph`` and the ``Plan`` of ``propagate.plan_layouts`` (duck-typed, so no
+TVM here); ``changed``, ``selected`` and ``search`` highlight tensors and ops; fused kernels and
+repeated blocks can each be drawn as one node. ``graph_figure(..., fit=(width, height))`` draws
+the whole graph scaled into a chart of that size with only the labels that have room (Plotly
+keeps text at its pixel size whatever the zoom); hover text keeps everything.
 """
 
 from __future__ import annotations

@@ -2,58 +2,16 @@
 nothing, so its schedule aims at the copy bandwidth (STREAM's copy, ``ceilings.copy_gbs``).
 
 ``conversion_steps(func, kernel, target)`` gives the schedule as the session's own ``loop``
-steps, from the kernel's single block (its loops run over the destination's stored shape):
-
-- **vector**: the destination's contiguous run (the innermost loops, fused while their product
-  is not a multiple of the target's vector lanes, across power-of-two extents only) is split by
-  the lanes and vectorized. A run whose total does not divide the lanes is split by a divisor
-  between one and four vectors (one vector of that width: LLVM finishes the remainder in a
-  narrower register), so TVM never falls back to scalar code on such sizes; a split with a
-  predicate (which TVM scalarizes) is the last resort, for run lengths with no such divisor.
-  Where the source's tiles along the vector loop are half a vector wide, the vector is that
-  narrow (one tile per vector).
-- **pieces**: a destination loop that crosses the source's tiles (NCHW written from ALT's
-  N(H/4)(W/16)(C/16)4x16x16: W steps 16 elements inside a tile, a whole tile between tiles)
-  is split at the tile boundaries, so that each piece steps evenly through both buffers; the
-  loop the source is read along is split at cache lines, the vector loop's group at the
-  destination's lines.
-- **order** (``_order``): the pieces are ordered from the vector loop outwards by a model of
-  what the loops inside each loop touch, with the addresses taken from the kernel's own index
-  expressions (evaluated with NumPy), so that padding, halos and tiling on either side count
-  as they are: first a tile that uses every source line whole while it is in L1 without
-  overflowing the L1's sets (the cache-tiled transpose: NCHW -> NCHW16c gathers 8 channels
-  along 16 W), then the loops that make the fewest read and write streams run at once, each
-  long (ALT's unfold reads 8 channel rows at a time, halo included, row after row; its tiled
-  output is read a 16x16 tile at a time and written 16 channel rows at a time). The loops
-  outside half the L2 keep the destination's order.
-- **parallel**: the outer loops are fused until they give every core several chunks, then run
-  in parallel; a piece of the destination's rows narrower than a line is not one of them
-  (``_whole_lines_apart``: each chunk writes whole rows).
-- **register tiles** (``_tile_transpose``, ``_piece_tile``): where the destination's rows gather
-  their lanes from the source's rows at most a line apart (ALT's tiled output -> NCHW, NCHW16c
-  -> NCHW), built for AVX-512 or for 8 lanes on a CPU not in ``_TILE_AVERSE``, the two innermost
-  loops of the order made for a line-wide vector move 4 x 4 (or 4 x piece) tiles through
-  registers.
-- **buffer** (``_through_buffer``): elsewhere (AMD's Zen), where the destination's rows are whole
-  lines gathered lane by lane across several of the source's tiles, the block writes a
-  buffer holding the largest tile of its inner loops within half the L2 (``cache_write`` +
-  ``reverse_compute_at``), copied to the destination row by row, vectorized.
-- **borders** (``_borders``): where the block reads under a pad condition (an unfold's halo
-  over the image's border), the loops the condition depends on are cut into border and interior
-  ranges (``loop_partition``), so that the interior, most of the kernel, copies with no
-  condition: TVM proves it within the interior's ranges and drops it.
-- **interleave** (``_interleave``): where the destination's rows interleave a few of the
-  source's rows (ALT's stem unfold: rows of 37 W x 3 channels, each channel from a plane of its
-  own), the vector runs along the rows and the short loop is unrolled inside it, its stores
-  merged into one dense store of a shuffle by ``codegen``'s pass; the borders are cut first.
-
-A plain transpose (``_transposed``: NCHW <-> NHWC, NCHW -> NCHW16c; every element moved once,
-the destination's rows stepping evenly through the source, another loop reading the source's
-rows whole) takes none of the above: it moves 4x4 tiles through registers
-(``_transpose_steps``).
-
-``conversion_ms`` times a conversion kernel; ``conversion_bandwidth`` gives its rate (bytes read +
-written per second) against the machine's copy bandwidth.
+steps, from the kernel's single block (its loops run over the destination's stored shape): the
+destination's contiguous run is vectorized at the target's lanes (``_vector_run``), loops that
+cross the source's tiles are cut at them (``_source_tiles``), the pieces are ordered by a model
+of the lines each loop touches (``_order``) and the outer ones run in parallel
+(``parallel_outer``, never on less than a line of the rows: ``_whole_lines_apart``). Rows that
+gather their lanes go through register tiles (``_tile_transpose``, ``_piece_tile``) or a tile
+buffer (``_through_buffer``); padded reads are cut into border and interior ranges (``_borders``);
+interleaved rows are vectorized along the rows (``_interleave``); a plain transpose moves 4x4
+tiles through registers (``_transpose_steps``). ``conversion_ms`` times a conversion kernel and
+``conversion_bandwidth`` rates it against the machine's copy bandwidth.
 """
 
 from __future__ import annotations
@@ -89,9 +47,7 @@ _MAX_VECTORS = 4
 #: the least relative gain for which the order model takes one more loop into its tile
 _GAIN = 0.01
 #: what a run of writes weighs against a run of reads: a read that misses stalls the core
-#: until the prefetcher follows the run; writes wait in the store buffer and the caches (NCHW ->
-#: NHWC: 16 read runs with writes to every 4th line ran 1.8x faster than 64 read runs with
-#: sequential writes)
+#: until the prefetcher follows the run; writes wait in the store buffer and the caches
 _WRITE_RUN = 0.5
 #: the fewest lines a run of the source's lines holds, on average, for ``_whole_rows`` to write rows
 #: whole instead of in passes (16 lines, 1 KiB: the prefetcher follows such runs; at 2 lines a run it
@@ -99,39 +55,22 @@ _WRITE_RUN = 0.5
 _LONG_READ = 16
 #: on the CPUs of ``_SCATTER_AVERSE`` (LLVM names), where the model's order writes fewer than
 #: ``_SHORT`` lines to each page in its innermost two loops, the destination's order (one
-#: sequential stream of writes) replaces it unless it reads more than ``_TIE`` more lines: on
-#: the AMD EPYC, ALT's stem unfold with 9-float tile rows, the model's order writing its 9
-#: floats to 57 pages in turn, ran at 42% of copy, the destination's order, reading as few
-#: lines, at 74% (both then a branch and a scalar copy per lane); with 111-float rows (37 W x 3
-#: channels, one page) the model's order ran at 78%, the destination's at 60%; NCHW -> NHWC's
-#: tile writes 16 lines to a page. On the Xeon the same unfold, its borders cut off
-#: (``_borders``), ran at 71% in the model's order and 60% in the destination's (81% and 64%
-#: built for AVX2 there), so Intel's CPUs keep the model's order.
+#: sequential stream of writes) replaces it unless it reads more than ``_TIE`` more lines: AMD's
+#: Zen loses more to writes scattered over many pages than to extra reads; Intel's CPUs do not.
 _SHORT = 2
 _TIE = 0.05
 _SCATTER_AVERSE = ("znver",)
 #: the square tile a transpose moves through registers, in bytes per side: 4 fp32, a 128-bit
-#: register, which LLVM transposes with in-lane shuffles (at 8 fp32 on AVX2 it inserted lane by
-#: lane and ran at 0.8x of the tile-less schedule; at 4: NHWC -> NCHW 1.3-1.4x, NCHW -> NHWC
-#: 1.0-1.2x, NCHW -> NCHW16c 1.2x, each paired with a copy)
+#: register, which LLVM transposes with in-lane shuffles (a tile of 8 fp32 it inserts lane by lane)
 _TRANSPOSE_BYTES = 16
 #: the far loop's block in a transpose (``_far_block``), in lines: indexed by whether the far loop
-#: is the destination's innermost (NCHW -> NHWC, whose tiles read a row of each channel: 2 lines'
-#: worth of channels, 32 streams, 64 -> 75% of a copy timed beside it at 64 channels of 112 W,
-#: 1 line 69%, all 64 at once 50%; with rows of 28 W, 256 channels, a block ran at 0.83-0.96x:
-#: shorter rows than that block nothing) or the source's (NHWC -> NCHW: a line of channels read
-#: whole per pixel, 16 destination rows written; 1.1-1.4x at 64 and 256 channels)
+#: is the destination's innermost (NCHW -> NHWC, whose tiles read a row of each channel: few
+#: streams open at once) or the source's (NHWC -> NCHW: a line of channels read whole per pixel)
 _FAR_LINES = {True: 2, False: 1}
 #: the least vector lanes for which a gathered destination row goes through register tiles
 #: (``_tile_transpose``), by CPU: on AVX-512 LLVM builds a 16-float gather from 15 in-lane
-#: inserts, and ALT's 3x3 output -> NCHW ran at 53% of a copy timed beside it through 4x4 tiles
-#: instead of 36%, the 7x7/2 stem's output 64% instead of 52% (Xeon). Built for AVX2 (8 lanes,
-#: ``haswell``) on the Xeon, the tiles in the order made for a line-wide vector: ALT's 3x3 and
-#: the stem's outputs 1.26-1.30x beyond its L3, the suite's batch-1 outputs 1.04-2.7x, DCGAN's
-#: and the 3-D decoder's 0.88-0.92x (7-17 us). On the CPUs of ``_TILE_AVERSE`` an 8-lane
-#: target keeps the order model's gather: on the AMD EPYC register tiles on tiled sources ran
-#: at 0.6-0.9x of it (measured with the tile's order made for 8 lanes, which lost on the Xeon
-#: too)
+#: inserts; on the CPUs of ``_TILE_AVERSE`` an 8-lane target keeps the order model's gather,
+#: which the tiles did not beat there
 _TILE_GATHER_LANES = 16
 #: the least vector lanes for register tiles on the other CPUs (LLVM names; AVX2's 8)
 _TILE_LANES = 8

@@ -2,50 +2,16 @@
 grouped, dilated and transposed, and GEMM), in any stored layout: the NeoCPU / oneDNN direct
 conv and BLIS micro-kernel structure, read off the kernel's main block rather than written per op.
 
-What the template reads (``analyse``): the main block (the one with reduction iterators), its
-spatial and reduction loops, and for every buffer it touches the flat stride of each iterator
-(0: the value is broadcast along it; 1: contiguous; else a gather) and how many consecutive
-values keep that stride (``run``: 16 for ``c % 16`` in a blocked layout).
-
-What it picks (``plan``):
-
-- the **vector** loop ``v``: the spatial loop along which no input is gathered (each is either
-  contiguous or broadcast), preferring the output's contiguous dim; its vectors are ``lanes``
-  wide (from the target) and never cross a layout block;
-- the **rows** loop ``u``: a spatial loop along which the vector operand (e.g. the weight) does
-  not change, so one vector load serves every row (the output width in a conv, M in a GEMM);
-  where each row loads its own (a depthwise conv's input), a reduction loop along which that
-  read moves as along the rows (``kh`` beside rows ``h``) can **slide**: run innermost of the
-  reduction and unrolled, row ``r`` at tap ``k`` reuses what row ``r + 1`` loaded at ``k - 1``;
-- the register tile ``rows x nvec`` vectors: the accumulators and the loaded vectors they need
-  (``_Loads``: the vector operand once, or a window of sliding rows) fit the registers, at
-  least 8 accumulators when the shape allows, to cover the FMA latency; the tile is scored by
-  FMAs per cycle against the loads each reduction step issues; tiles that divide the loop are
-  preferred, one that does not gets a guarded tail, never a scalar fall-back on the vector lanes;
-- the reduction order: the reduction loop contiguous in the broadcast operand innermost (the
-  ``ic_block`` of NeoCPU, ``k`` of a GEMM), split into a block that keeps its slice of the
-  vector operand in half the L1 cache, the outer part outermost.
-
-Transposed convolutions (``Analysis.phases``): the input is read at ``(y + p) // s`` and the
-weight at ``(y + p) % s``, so on a plain stored layout a vector along any output loop gathers,
-and on a layout with the output channels innermost (ALT's tiled template) rows along ``y`` would
-not share the weight's vector. Each such loop is split ``y = s*q + r``: along ``q`` the input is
-contiguous (or broadcast) and the weight broadcast, so ``q`` is the vector loop on a plain layout
-and the rows where the output channels are the vector. The phase loops ``r`` run unrolled between
-the tile's loop and the reduction; the register tile holds every phase of its ``q`` range (one
-box of the output, as TVM's write-back covers a bounding box), stored by phase
-(``transform_layout``) where its vector is ``q``, so that each vector of it is contiguous. Where
-the vector is the output channels, the taps inside the channel loop run unrolled and the loops
-that pick the weight's block go outermost.
-
-The steps (``tile_steps``): split and reorder to ``[outer spatial] [reduction] rows, nvec, lanes``
-(a grouped conv's loop over groups first), fuse the outer spatial loops and run them in parallel,
-``cache_write`` the output to a ``local`` tile computed per iteration of that loop
-(``reverse_compute_at``) so it lives in registers across the whole reduction, inline the
-element-wise epilogue (bias, relu...) into the tile's write-back, unroll rows and nvec, vectorize
-the lanes, and ``decompose_reduction``. A padding stage runs as a parallel pass of its own, or
-under the tile's parallel loop where each iteration reads a slice of its own (a grouped conv's
-loop over groups: ``_reads_own_slice``).
+``analyse`` reads the main block (the one with reduction iterators): its loops and, for every
+buffer, the flat stride of each iterator (broadcast, contiguous or gather). ``plan`` picks the
+vector loop (no input gathered along it), the rows loop (the vector operand shared by every row,
+or sliding along a reduction loop), the register tile ``rows x nvec`` that fits the registers and
+covers the FMA latency, and the reduction order. A transposed conv's loops are split by stride
+phase (``Analysis.phases``) so that its vectors stay contiguous. ``tile_steps`` turns the plan
+into loop steps: split and reorder to ``[outer spatial] [reduction] rows, nvec, lanes``, the
+outer loops fused and parallel, the output cached in a register tile per parallel iteration, the
+epilogue inlined into its write-back, rows and nvec unrolled, the lanes vectorized; a padding
+stage runs as a pass of its own or under the parallel loop (``_reads_own_slice``).
 """
 
 from __future__ import annotations
@@ -67,20 +33,18 @@ __all__ = ["Access", "Analysis", "Tile", "analyse", "plan", "tile_steps", "main_
 
 #: accumulators that cover the FMA latency (2 FMA ports x 4 cycles on Zen 3 and Skylake)
 MIN_ACCUMULATORS = 8
-# one load per cycle, not two: broadcast-heavy tiles (1 x 14) measured slower than 2 x 4 on znver3
+# one load per cycle, not two: broadcast-heavy tiles are bound by their loads, not their FMAs
 _FMA_PORTS, _FMA_LATENCY, _LOAD_PORTS = 2, 4, 1
-#: fewest elements of a padding stage's slice worth computing under the parallel loop: a
-#: depthwise conv's single 9x9 plane (960 channels, 7x7) ran 0.85x there on AVX-512 while each
-#: slice came from TVM's workspace pool; on the stack (``codegen.SmallBuffersOnStack``) planes of
-#: 16x16 to 114x114 ran 1.15-1.6x faster than a padding pass of their own
+#: fewest elements of a padding stage's slice worth computing under the parallel loop: a smaller
+#: slice costs more in loop overhead than the pass of its own it saves
 _MIN_SLICE = 256
 #: fewest iterations per core of a parallel loop that pads a plane per iteration (``_plane_loops``)
 _TASKS_PER_CORE = 8
 #: longest run of a stride worth checking (longer runs behave the same for the template)
 _RUN_CAP = 256
 #: most taps of a transposed conv's phase to unroll inside its channel loop, where its rows are
-#: q: left to LLVM, a 3-D conv's 2 x 2 x 2 taps kept a 2-step loop whose rows' addresses went to
-#: the stack (1.8x slower); where the vector is q (a plain layout), unrolling them ran 1.6x slower
+#: q: left to LLVM, the taps keep a loop whose rows' addresses go to the stack (where the vector
+#: is q, a plain layout, they stay a loop)
 _MAX_PHASE_TAPS = 32
 #: most vectors per tile row: more only shortens the rows, as the register rule bounds both
 _MAX_NVEC = 4
