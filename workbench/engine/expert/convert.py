@@ -129,8 +129,7 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
                                                                                            cache.line))):
         return steps
     # on 8 lanes the tile's order is made for a line-wide vector (AVX-512's 16 fp32), so that the
-    # tile's rows write whole lines: ordered for 8 lanes, narrowed to 4-wide source tiles, a
-    # line's W pieces went outside the tile's 16 channel rows, and DCGAN's output ran 3-4x slower
+    # tile's rows write whole lines (ordered for 8 lanes, a line's W pieces fall outside its rows)
     tiles = access is not None and _register_tiles(target, lanes)
     wide = max(lanes, cache.line) if tiles and lanes < _TILE_GATHER_LANES else lanes
     b, order = _ordered(func, kernel, block, extents, access, cache, wide, cores, target)
@@ -204,11 +203,8 @@ def _whole_lines_apart(order: list[_Piece], extents: Sequence[int], cache: _Cach
     """``order`` with the outer pieces of the destination's rows (of its innermost loop) that
     step less than a line moved inside the loops that ``parallel_outer`` runs in parallel, and
     how many loops it may fuse: each parallel chunk then writes whole rows, not a column of
-    pieces a few floats wide. (ALT's output -> NCHW of ResNet-18's layer-1 conv, batch 1, all of
-    it within half the L2: the model's order had the rows' 4-float pieces outermost, and it ran
-    at 5% of a copy, 60 us on one core, 176 on two; inside the channel and row blocks, 20 us.)
-    Pieces of other loops stay (a stem unfold's 9-float rows are whole rows: their loop taken
-    out of the parallel loops, the W tiles took its place, outside the model's tile, 0.3x)."""
+    pieces a few floats wide, which threads would share line by line. Pieces of other loops stay
+    (a stem unfold's 9-float rows are whole rows already)."""
     head: list[_Piece] = []
     later: list[_Piece] = []
     chunks = 1
@@ -232,8 +228,8 @@ def _transposed(access: _Access, extents: Sequence[int]) -> tuple[int, int, int]
     it moves every element once (no padding, halo or crop), the destination's innermost loop
     ``d`` steps evenly through the source by more than one element, and another loop ``s`` reads
     the source's rows whole (NCHW <-> NHWC, NCHW -> NCHW16c). A source tiled along either loop
-    (NCHW16c -> NCHW, ALT's tiled output: 0.6-0.9x with the register tile) or rows read a tile
-    at a time (ALT's unfold: 0.8x) are left to the order model."""
+    (NCHW16c -> NCHW, ALT's tiled output) or rows read a tile at a time (ALT's unfold) are left to
+    the order model, which the transpose's tiles do not beat there."""
     width = _TRANSPOSE_BYTES // access.itemsize
     d = len(extents) - 1
     if width < 2 or math.prod(access.src_shape) != math.prod(access.dst_shape) or extents[d] % width:
@@ -336,17 +332,14 @@ def _tile_transpose(func: tirx.PrimFunc, kernel: str, block: str, b: StepBuilder
     most a ``line`` apart (ALT's tiled output -> NCHW: W.i steps 16 floats through a source tile
     whose rows are its C.i; NCHW16c -> NCHW) and the loop outside it reads the source's rows
     (step 1), both in whole tiles. None
-    when they do not, or TVM cannot bound the tile's source region to a constant 4x4. On the
-    Xeon, paired with the order model's schedule: NCHW16c -> NCHW 94% of a copy timed beside
-    it instead of 72%, ALT's 3x3 output 61% instead of 42%, the stem's 65% instead of 53%."""
+    when they do not, or TVM cannot bound the tile's source region to a constant 4x4."""
     width = _TRANSPOSE_BYTES // access.itemsize
     if len(order) < 2:
         return None
     (row, vec) = order[-2:]
     gather = abs(_source_step(access, vec) or 1)
     if width < 2 or not 1 < gather <= line or math.prod(access.src_shape) != math.prod(access.dst_shape):
-        # (lanes from rows farther apart: NCHW -> ALT's tiles for a 1x1 stride-2 conv, whose C.i
-        # gathers 16 channel planes, ran at 0.85-0.97x through tiles, 102% of a copy without)
+        # (lanes from rows farther apart, e.g. a C.i gathering 16 channel planes: no gain from tiles)
         return None
     if row.extent % width or vec.extent % width or _source_step(access, row) != 1:
         return _piece_tile(func, kernel, block, b, order, access, width)
@@ -374,9 +367,7 @@ def _piece_tile(func: tirx.PrimFunc, kernel: str, block: str, b: StepBuilder, or
     rows of 56 W from 14-wide tiles), or the loop outside it does not read the source's rows:
     the row is split at the source's tiles (a row of one piece keeps its loop) and ``width``
     values of the innermost loop that reads the source's rows (the channels) move inside it,
-    so that each piece goes through a ``width`` x ``r`` register tile. Paired on the Xeon with
-    the order model's gather, the 1x1 stride-2 output: 85% of a copy timed beside it instead
-    of 53% (80% instead of 60% built for AVX2 on the same Xeon). None where the pieces are
+    so that each piece goes through a ``width`` x ``r`` register tile. None where the pieces are
     narrower than ``width`` or wider than ``_PIECE_WIDTHS`` tiles, or no loop reads the
     source's rows in whole tiles."""
     vec = order[-1]
@@ -407,9 +398,8 @@ def _piece_tile(func: tirx.PrimFunc, kernel: str, block: str, b: StepBuilder, or
 def _rows_across_tiles(access: _Access, extents: Sequence[int], cache: _Cache) -> bool:
     """Whether the destination's rows (its innermost loop) are whole lines gathered lane by lane
     (the source's step along them is not one element) across several source tiles: the order
-    then writes each row a tile's width at a time, row after row. (NCHW16c -> NCHW gathers
-    whole rows from one tile: through a buffer it ran at 73% of a copy instead of 97%; NCHW ->
-    NHWC and the unfolds lost 2-10%; ALT's output -> NCHW at 56 W, 3.5 lines a row, lost 5%.)"""
+    then writes each row a tile's width at a time, row after row. (Rows gathered from one tile,
+    NCHW16c -> NCHW, and the other conversions lose through a buffer.)"""
     k = len(extents) - 1
     if extents[k] < 2 or extents[k] % cache.line:
         return False
@@ -422,10 +412,8 @@ def _through_buffer(b: StepBuilder, cache: _Cache, lanes: int) -> None:
     the L2, and copy it to the destination after the tile, the destination's rows vectorized.
 
     Every line of the tile is then written with full-width stores from L1 one after the other,
-    not lane by lane between reads: ALT's tiled output -> NCHW, its 16x16 tiles gathered into
-    4 rows x 112 W x 64 channels, ran at 67% of a copy timed beside it instead of 52% (the
-    tile of one 16-channel block: 66%, of one 4 KB source tile: 56%; the 7x7/2 stem's output,
-    64 channels of 112 W: 68% instead of 56%, better in 8 of 8 paired rounds)."""
+    not lane by lane between reads (ALT's tiled output -> NCHW, its 16x16 tiles gathered into
+    rows of the destination)."""
     size = 1
     for at in reversed(b.loops()):
         if size * at.extent > cache.cap:
@@ -456,7 +444,7 @@ def _interleaves(access: _Access | None, names: Sequence[str], loops: Sequence[L
     line apart, the serial loop outside it at least half a vector long, read along the source's
     rows and written that short loop's extent apart. ALT's stem unfold: rows of 37 W x 3
     channels from 3 channel planes; the suite's stem at batch 1, rows of 13 W, one 13-lane
-    vector on AVX-512 (1.41x). ``names``: the kernel's loops as lowered (what ``access`` reads);
+    vector on AVX-512. ``names``: the kernel's loops as lowered (what ``access`` reads);
     ``loops``: as scheduled so far; ``line``: a cache line, in elements."""
     if access is None or len(loops) < 2 or any(lp.name not in names for lp in loops[-2:]):
         return False
@@ -481,8 +469,7 @@ def _interleave(b: StepBuilder, lanes: int) -> None:
     vector each ``k`` elements apart, which ``codegen.MergeStridedStores`` writes as one dense
     store of a shuffle (3 loads, 3 permutes and 3 stores per 48 floats on AVX-512, where the
     channels as the vector took 16 three-lane gathers and stores: ALT's stem unfold, tiles
-    [4, 16], 63% -> 84% of a copy timed beside it on the Xeon, 68% -> 86% built for AVX2
-    there). A pad condition that varies along the rows would leave each lane testing the
+    [4, 16]). A pad condition that varies along the rows would leave each lane testing the
     image's border: the loops it varies with are cut first (``_borders``, each border value a
     copy of its own), then in each copy the row loop itself where the condition changes
     (``_row_runs``); a piece where TVM cannot tell, or a long one past the row's start (which
@@ -566,9 +553,7 @@ def _borders(b: StepBuilder, lane: int = -1) -> None:
     (``loop_partition``), innermost first, at most ``_BORDER_LOOPS`` of them: TVM then proves the
     condition within each interior copy and drops it there. (ALT's stem unfold, 9-float tile rows
     whose lanes each carry the condition, compiled to a branch and a scalar copy per lane; its
-    interior copies a row with one 8-lane and one scalar load and store: 48-51% -> 59-61% of a
-    copy timed beside it on the Xeon, in the destination's order; cutting the H tiles as well
-    as the W tiles gave 4-6 points of that.)"""
+    interior copies a row with one 8-lane and one scalar load and store.)"""
     cuts = _interiors(b.sch.mod["main"], b.block, lane)[:_BORDER_LOOPS]
     for k, (loop, lo, hi, along) in enumerate(cuts):
         counts = [n for n in (lo, hi - lo, loop.extent - hi) if n]
@@ -612,11 +597,9 @@ def _interiors(func: tirx.PrimFunc, block: str, lane: int = -1) -> list[tuple[Lo
     pad condition (``if_then_else`` around the block's value) that the loop enters, for every
     value of the other loops; innermost first. None unless the condition varies across the
     vector's lanes (loop ``lane``; the loops inside a vector loop other than the innermost are
-    not cut): where the lanes share it (ALT's 3x3 unfold, channels in the vector), the cut ran
-    at 0.84-0.97x built for AVX2 and 1.00-1.04x for AVX-512. Each with whether a term it enters
-    varies along the vector's loop too. (With the vector along the stem unfold's rows, cutting
-    the rows' loop as well, whose terms the lanes share, ran 1.16x built for AVX2, 1.00x for
-    AVX-512.)"""
+    not cut): where the lanes share it (ALT's 3x3 unfold, channels in the vector), a branch per
+    vector costs less than the copies a cut makes. Each with whether a term it enters varies
+    along the vector's loop too."""
     terms, analyzer = _open_terms(func, block, lane)
     if not terms:  # (none also where there are fewer loops than ``lane`` reaches)
         return []
@@ -679,7 +662,7 @@ def _vector_run(extents: Sequence[int], lanes: int) -> tuple[int, int]:
 
     The shortest run whose product is a multiple of the lanes, fusing only across loops of
     power-of-two extents (each lane's indices then come by shifts and masks: across a loop of
-    3 channels, every lane computes divisions, and a fused 13x13x3 unfold ran 13x slower);
+    3 channels, every lane computes divisions);
     failing that the innermost loop alone, vectorized whole when short or split by a divisor
     of one to four vectors."""
     prod = 1
@@ -727,8 +710,7 @@ def _group_sizes(access: _Access | None, extents: Sequence[int], group: Sequence
         along = lambda v: access.source_along(group[0], v)  # noqa: E731
         cuts += list(itertools.accumulate(_source_tiles(along, total), operator.mul))
         if width is not None and cuts and cuts[0] < width and width % cuts[0] == 0 and 2 * cuts[0] >= width:
-            # source tiles half a vector wide: a narrower vector reads one tile, not two (ALT's
-            # 4-wide output tiles -> NCHW ran 1.5x faster with 4-lane vectors than with 8)
+            # source tiles half a vector wide: a narrower vector reads one tile, not two
             width = cuts[0]
         d = int(abs(np.diff(along(np.arange(2, dtype=np.int64)))[0])) if total > 1 else 0
         if 0 < d < line and line % d == 0:
@@ -819,8 +801,8 @@ def _order(pieces: Sequence[_Piece], extents: Sequence[int], access: _Access | N
        16 rows in short pieces);
     2. the streams (up to half the L2): among the pieces that lower the streams per element
        (the tile's rows grow into long runs) without reading more lines per element, the one
-       that leaves the fewest streams running at once, while one does (64 NCHW channel rows
-       read side by side for NHWC ran at half the rate of 16); then, where another loop would
+       that leaves the fewest streams running at once, while one does (the prefetchers follow
+       only so many streams); then, where another loop would
        write lines between the lines it writes (``_dense``), the last of these pieces gives
        way to the piece that closes the gaps; and where the first of them writes its rows in
        passes, the second writes them whole (``_whole_rows``).
@@ -863,13 +845,10 @@ def _whole_rows(tile: list[_Piece], first: _Piece, second: _Piece, extents: Sequ
     the L2: ``first`` (right outside the tile) writes its page's lines in passes (the first line of
     each row, then the second, ...), ``second`` writes each row whole, and the source runs
     ``second`` reads are still long (``_LONG_READ``). The order model counts lines of a page as
-    one run of writes, and the passes cost more: ALT's tiled output -> NCHW with 4x16 tiles, its
-    rows inside the W blocks, ran at 66-68% of a copy, each row written whole (its source read in
-    1 KiB runs, not 4 KiB) at 80%; with 14x2 tiles, whole rows would read 2 lines a run, and the
-    passes stay (78% against 66%)."""
+    one run of writes, and the passes cost more (ALT's tiled output -> NCHW with 4x16 tiles); with
+    14x2 tiles, whole rows would read 2 lines a run, and the passes stay."""
     if math.prod(access.dst_shape) <= 2 * cache.cap:  # cap: half the L2
-        # the destination stays in the L2, no prefetcher to keep up with: the suite's batch-1
-        # outputs (0.8-1.6 MB on the Xeon) ran 0.95-1.09x either way
+        # the destination stays in the L2, no prefetcher to keep up with: either order will do
         return False
 
     (_, passes), (fp, gaps) = (_write_gaps([*tile, p], extents, access, cache) for p in (first, second))
@@ -882,9 +861,8 @@ def _dense(inner: list[_Piece], rest: Sequence[_Piece], extents: Sequence[int], 
     """The piece outside that, in place of ``inner``'s last, makes its destination lines whole
     runs of adjacent lines, where they are not: a loop outside half the L2 writing the lines
     between them writes each row in passes over the whole buffer (the 7x7/2 stem's output from
-    14x2 tiles: its W blocks outside the channel and H blocks, at 40% of a copy timed beside
-    it; inside them, each row written whole: 78-83%). None when they are runs already or no
-    piece fits."""
+    14x2 tiles, its W blocks outside the channel and H blocks). None when they are runs already
+    or no piece fits."""
     if not _write_gaps(inner, extents, access, cache)[1]:
         return None
     keep = inner[:-1]

@@ -272,10 +272,9 @@ def _lanes(width: int, extent: int, lanes: int, whole: bool = False) -> int:
     allows, never a vector across a layout block (``width < extent``). With ``whole`` (no rows
     share the vector operand's loads, no read gathers along the row), a whole row that does not
     divide into registers (28 floats on 8 lanes) is one vector of its length, at most
-    ``_MAX_NVEC`` registers, which LLVM splits into full registers and one narrower (3 x 8 + 4):
-    MobileNet-V2's depthwise 3x3 on NCHW, 28 wide, ran 1.6x faster than with 4 rows of 2 x 7
-    lanes. Where rows share the loads (a grouped, dilated or 3-D conv, 28 wide) or the row
-    gathers (a depthwise conv of stride 2), the 7-lane tile with 4 rows stayed 1.3-2.4x faster."""
+    ``_MAX_NVEC`` registers, which LLVM splits into full registers and one narrower (3 x 8 + 4).
+    Where rows share the loads (a grouped, dilated or 3-D conv, 28 wide) or the row gathers (a
+    depthwise conv of stride 2), the narrower lanes with more rows do better."""
     if width < lanes or extent < lanes:
         return min(width, extent)
     if width % lanes == 0:
@@ -339,7 +338,7 @@ def _vector_last(a: Analysis, t: Tile) -> tuple[list[int], list[int]] | None:
     the vector (ALT's tiled input and weight with the output kept in NCHW, ``tile_out=False``:
     the output channels are the vector; an output alone in NHWC or NCHW16c over an NCHW input:
     the vector is the input's rows). Stored as the output is, each of the tile's vectors would
-    have its lanes a row apart (those convs ran 1.6-17x slower)."""
+    have its lanes a row apart."""
     names = [lp.name for lp in a.spatial]
     if t.vector not in names or a.write.strides.get(t.vector) == 1 or not _plain_write(a):
         return None
@@ -425,8 +424,7 @@ def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: in
                 if way.taps > 1 and rows == 1:
                     continue
                 if (way.taps > 1 or way.gather > 1) and u_ext % rows:
-                    # a guarded row in a sliding tile ran 6x slower (MobileNet-V2's depthwise, 5 rows
-                    # of 28), in a tile of gathers 1.3-1.9x (ResNet's 3x3 stride 2, 13 rows of 128)
+                    # a guarded row breaks a sliding tile's reuse and a tile of gathers' sharing
                     continue
                 guard = 1.0 if u_ext % rows == 0 else 0.9  # a guarded tail costs a test per row
                 # cycles per reduction step: FMAs, loads or the FMA latency chain, whichever binds
@@ -498,10 +496,9 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
         loads, slide = _loads(a, vector, rows_loop)
     else:
         # each lane is loaded alone: where the rows share gathered vectors whose lanes lie a few
-        # floats apart (a stride-2 conv's input across output channels: ResNet's stem 4.6-5.1x on
-        # AVX-512), each costs its lanes in loads, so more rows share fewer of them; elsewhere (a
-        # GEMM's B read across rows of K, a stride-2 depthwise conv) the shared-operand model
-        # measured better
+        # floats apart (a stride-2 conv's input across output channels), each costs its lanes in
+        # loads, so more rows share fewer of them; elsewhere (a GEMM's B read across rows of K, a
+        # stride-2 depthwise conv) the shared-operand model fits better
         shared_gather = rows_loop is not None and any(
             r.strides.get(rows_loop) == 0 and 1 < abs(r.strides.get(vector) or 0) <= _NEAR_GATHER
             for r in _vector_reads(a, vector))
@@ -624,15 +621,13 @@ def tile_steps(func: tirx.PrimFunc, kernel: str, unit: VectorUnit, l1: int, core
     if t.rows_loop and _grouped_rows(a, t):
         # each block of rows reads its own slice of the vector operand (a group's channels): the
         # block loop goes outermost, so the loops inside it (output rows h) reuse that slice from
-        # L1 (ResNeXt's 4-channel groups, 28x28: 1.48x; h outermost cycled through every group)
+        # L1 (h outermost would cycle through every group)
         order = u_outer + others + v_outer
     elif phases and not tile_layout:
         # phases with the output channels as the vector (not q): the loops along which the
         # vector operand (the weight) changes outermost, so that the tiles inside reuse its
-        # block: a transposed conv reads it once per phase (DCGAN's 4x4 stride 2 on ALT's tiled
-        # layout: 1.07x over output rows outermost); then the blocks of rows where the tile does
-        # not hold them all (DCGAN with 32 output channels a block on AVX-512, 2 x 8 rows of q:
-        # 1.12x over them innermost)
+        # block: a transposed conv reads it once per phase; then the blocks of rows where the tile
+        # does not hold them all
         vector_reads = _vector_reads(a, t.vector)
         picks = [n for n in others if any(r.strides.get(n, 0) != 0 for r in vector_reads)] + v_outer + u_outer
         order = picks + [n for n in others if n not in picks]
@@ -698,10 +693,9 @@ def _reads_own_slice(b: _Builder, block: str, m: str, loop: str, sch: Any = None
     """Whether a padding stage computed under the main block's parallel ``loop`` computes no more
     than the stage does: the slices TVM's ``compute_at`` gives the iterations add up to the stage
     (a grouped conv's loop over groups; no halo shared between iterations). It then runs in the
-    same parallel region, its slice still in cache when the tile reads it (ResNeXt's 32 groups of
-    4 channels, 28x28: 1.11x); where iterations share a halo (rows of a depthwise conv) it ran up
-    to 1.6x slower, and slices of one small plane (``_MIN_SLICE``) 0.85-1.10x. ``sch``: a trial
-    schedule to ask instead of the builder's."""
+    same parallel region, its slice still in cache when the tile reads it; where iterations
+    share a halo (rows of a depthwise conv) they would compute it twice, and slices of one small
+    plane (``_MIN_SLICE``) do not pay. ``sch``: a trial schedule to ask instead of the builder's."""
     base = b.sch if sch is None else sch
     total = math.prod(lp.extent for lp in list_loops(base, block))
     try:
@@ -721,8 +715,8 @@ def _plane_loops(b: _Builder, a: Analysis, m: str, outer: list[str], cores: int)
     depthwise conv: its channel planes, its blocks of rows), where one of those first loops moves
     every operand (a depthwise conv's channels; not the images of a batch, which share the
     weights: a batched plain conv keeps its rule), and given ``_TASKS_PER_CORE`` iterations per
-    core: every padding stage then runs under the parallel loop, once per plane (MobileNet-V2's
-    depthwise 3x3 convs: 1.2-1.6x over a padding pass of their own)."""
+    core: every padding stage then runs under the parallel loop, once per plane, its plane still
+    in cache when the tile reads it."""
     if not a.before:
         return 0
     for k in range(len(outer), 0, -1):
