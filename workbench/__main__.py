@@ -172,7 +172,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
     work = Path(a.work_dir or Path("work") / "tune" / session.name)
     work.mkdir(parents=True, exist_ok=True)
     progress = work / "progress.jsonl"
-    options = TuneOptions(rpc=rpc, progress_path=progress, joint_fraction=a.joint_fraction, search=a.search)
+    options = TuneOptions(rpc=rpc, progress_path=progress, joint_fraction=a.joint_fraction, search=a.search,
+                          keep_faster=not a.keep_tuned)
     if a.stage == "joint":  # the plan: each group of equal kernels, its share and the layouts it can score
         for share in stages.joint_shares(replay(session), a.budget, options):
             print(f"{share.op:>28}: {share.budget} measurements, {share.candidates} of {share.space} layout "
@@ -188,9 +189,9 @@ def cmd_tune(a: argparse.Namespace) -> int:
             from tvm.s_tir.meta_schedule import Profiler
 
             with Profiler() as profiler:
-                tuned = stages.tune_session(session, a.stage, a.budget, work, options)
+                result = stages.tune_network(session, a.stage, a.budget, work, options)
         else:
-            tuned = stages.tune_session(session, a.stage, a.budget, work, options)
+            result = stages.tune_network(session, a.stage, a.budget, work, options)
     finally:
         stop.set()
         watcher.join()
@@ -198,10 +199,13 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if profiler is not None:
         print(cost_breakdown({str(k): float(getattr(v, "value", v)) for k, v in profiler.get().items()}, a.budget))
     out = Path(a.out) if a.out else Path(a.session).with_name(f"{Path(a.session).stem}_tuned.json")
+    tuned = result.session
     save(tuned, out)
     new = tuned.steps[len(session.steps):]
     for target in dict.fromkeys(s.target for s in new):
         print(f"{target:>28}: {_what_tuning_did([s for s in new if s.target == target])}")
+    for line in result.summary():
+        print(line)
     print(f"tuned session written to {out}")
     return 0
 
@@ -312,20 +316,33 @@ def _bench_conversions(a: argparse.Namespace) -> int:
     return 0 if all(r["verified"] for r in rows) else 1
 
 
+def _budgets(text: str) -> list[int]:
+    """``--budgets 64,256`` as positive whole numbers."""
+    try:
+        budgets = [int(b) for b in text.split(",")]
+    except ValueError:
+        budgets = []
+    if not budgets or min(budgets) < 1:
+        raise WorkbenchError(f"--budgets takes comma-separated positive numbers of measurements, got {text!r}")
+    return budgets
+
+
 def _bench_networks(a: argparse.Namespace) -> int:
     """``bench --suite networks``: the built-in networks end to end (``engine.netbench``)."""
     from .engine import netbench
 
     names = _chosen(a.only, netbench.NETWORK_NAMES, "--only", "network")
     out = Path(a.out)
-    bar = tqdm(total=len(names) * 7, desc="bench networks", file=sys.stderr)
+    budgets = tuple(_budgets(a.budgets)) if a.budgets else a.budget
+    bar = tqdm(total=len(names) * 7 * (len(budgets) if isinstance(budgets, tuple) else 1), desc="bench networks",
+               file=sys.stderr)
 
     def step(msg: str) -> None:
         bar.set_postfix_str(msg)
         bar.update(1)
 
     contenders = _chosen(a.contenders, netbench.CONTENDERS, "--contenders", "contender")
-    rows = netbench.run_network_bench(names, a.budget, out, _target(a.target) or dict(DEFAULT_TARGET), on_step=step,
+    rows = netbench.run_network_bench(names, budgets, out, _target(a.target) or dict(DEFAULT_TARGET), on_step=step,
                                       contenders=contenders)
     bar.close()
     print((out / "networks.md").read_text())
@@ -424,6 +441,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--budget", type=int, default=64, help="hardware measurements in all")
     t.add_argument("--rpc", help="measure through a TVM RPC tracker: HOST:PORT:KEY")
     t.add_argument("--joint-fraction", type=float, default=0.3, help="share of the budget for the joint stage")
+    t.add_argument("--keep-tuned", action="store_true",
+                   help="keep the tuned network without timing it against its seeds and its start")
     t.add_argument("--search", choices=["model", "random"], default="model")
     t.add_argument("--work-dir", help="MetaSchedule databases and progress (default work/tune/NAME)")
     t.add_argument("--out", help="tuned session file (default SESSION_tuned.json)")
@@ -439,6 +458,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--budget", type=int, default=64,
                    help="measurements per tuner per workload; 0: no tuning, the expert schedules alone against "
                         "PyTorch and NumPy")
+    b.add_argument("--budgets", metavar="B1,B2", help="with --suite networks: several budgets in one run, e.g. 64,256 "
+                                                      "(each tuning seeded by the smaller budgets' networks)")
     b.add_argument("--only", help="comma-separated workload (or conversion case, or network) names")
     b.add_argument("--contenders", help="with --suite networks: comma-separated contenders to run (PyTorch always "
                                         "runs), e.g. ours,torch,tvm_untuned,onnxruntime")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -38,39 +39,47 @@ CONTENDERS = ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime")
 
 
 def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target: dict, x: np.ndarray,
-          kernels_csv: Path) -> tuple[Timer, np.ndarray]:
-    """Tune the network's session (joint stage), build the replayed program, run it on ``x``;
-    where its time goes, kernel by kernel, is written to ``kernels_csv``."""
+          kernels_csv: Path, seeds: Mapping[str, Any] | None = None) -> tuple[Timer, np.ndarray]:
+    """Tune the network's session (joint stage; ``seeds``: other tuned sessions it must beat, e.g.
+    a smaller budget's), build the replayed program, run it on ``x``; where its time goes, kernel
+    by kernel beside each kernel's tuning figure, is written to ``kernels_csv``."""
     from .session import new_session, replay, save
+    from .tuning.check import tuned_figures
     from .tuning.options import TuneOptions
-    from .tuning.stages import tune_session
+    from .tuning.stages import tune_network
 
     session = new_session(name, target=target, **options)
-    tuned = tune_session(session, "joint", budget, work / "ours",
-                         TuneOptions(progress_path=work / "ours_progress.jsonl"))
-    save(tuned, work / "ours_session.json")  # to replay, inspect or re-time without tuning again
-    state = replay(tuned)
+    result = tune_network(session, "joint", budget, work / "ours", TuneOptions(progress_path=work / "ours_progress.jsonl"),
+                          seeds=seeds)
+    save(result.session, work / "ours_session.json")  # to replay, inspect or re-time without tuning again
+    (work / "ours_network.json").write_text(json.dumps(result.to_json(), indent=1))
+    state = replay(result.session)
     built = state.scheduled_program().build(target)
     values = state.graph.random_inputs(0)  # an imported network's constants are its own weights
     (inp,) = state.graph.inputs
     values[inp] = x
     (out,) = built.run(values).values()
-    write_kernel_times(built, values, kernels_csv)
+    write_kernel_times(built, values, kernels_csv, tuned_figures(state))
     return call_timer(built.runner(values)), out
 
 
-KERNEL_COLUMNS = ("kernel", "kind", "ms", "share", "gflops", "ops")
+KERNEL_COLUMNS = ("kernel", "kind", "ms", "tuned_ms", "vs_tuned", "share", "gflops", "ops")
 
 
-def write_kernel_times(built: Any, values: Mapping[str, np.ndarray], path: Path) -> list[dict]:
+def write_kernel_times(built: Any, values: Mapping[str, np.ndarray], path: Path,
+                       tuned: Mapping[str, float] | None = None) -> list[dict]:
     """Each kernel of ``built`` timed alone (``Built.time``), slowest first: its median ms, its
-    share of the sum, GFLOP/s, whether it is a stand-alone conversion, and the ops it runs."""
+    tuning's figure (``tuned``: kernel -> ms) and the ratio, its share of the sum, GFLOP/s, whether
+    it is a stand-alone conversion, and the ops it runs."""
     plan = built.program.plan
     kinds = {k.name: ("conversion" if k.conversion is not None else "kernel") for k in plan.kernels}
     ops = {k.name: " ".join(k.ops) for k in plan.kernels}
     timings = built.time(values, repeat=3, min_ms=10.0)
     total = sum(t.latency_ms for t in timings) or 1.0
-    rows = sorted(({"kernel": t.name, "kind": kinds[t.name], "ms": t.latency_ms, "share": t.latency_ms / total,
+    tuned = tuned or {}
+    rows = sorted(({"kernel": t.name, "kind": kinds[t.name], "ms": t.latency_ms, "tuned_ms": tuned.get(t.name),
+                    "vs_tuned": t.latency_ms / tuned[t.name] if tuned.get(t.name) else None,
+                    "share": t.latency_ms / total,
                     "gflops": t.flops / t.latency_ms / 1e6 if t.latency_ms > 0 else 0.0, "ops": ops[t.name]}
                    for t in timings), key=lambda r: -r["ms"])
     with Path(path).open("w", newline="") as f:
@@ -198,7 +207,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
-def run_network_bench(names: tuple[str, ...], budget: int, out_dir: Path, target: dict, *,
+def run_network_bench(names: tuple[str, ...], budget: int | tuple[int, ...], out_dir: Path, target: dict, *,
                       options: Mapping[str, Mapping[str, int]] | None = None, rounds: int = ROUNDS,
                       contenders: tuple[str, ...] = CONTENDERS,
                       on_step: Callable[[str], None] | None = None) -> list[dict]:
@@ -206,28 +215,41 @@ def run_network_bench(names: tuple[str, ...], budget: int, out_dir: Path, target
     zoo options, e.g. a shorter sequence); rows as dicts of ``NETWORK_COLUMNS`` plus each
     contender's spread, its error against PyTorch (``*_err``) or why it failed (``*_error``),
     written after each network, and ours kernel by kernel in ``NAME_kernels.csv``
-    (``write_kernel_times``). ``contenders`` picks some of them (PyTorch always runs)."""
+    (``write_kernel_times``). ``contenders`` picks some of them (PyTorch always runs).
+
+    Several budgets (ascending) give a row per network and budget (kernel tables
+    ``NAME_bBUDGET_kernels.csv``); each budget's tuning gets the smaller budgets' tuned networks as
+    seeds, so it returns none slower (``tuning.stages.tune_network``)."""
     say = on_step or (lambda s: None)
     out_dir = Path(out_dir)
     threads = target_cores(target)
+    budgets = tuple(sorted(budget)) if isinstance(budget, tuple) else (budget,)
     rows: list[dict] = []
     with Sidecar() as sidecar:  # PyTorch and ONNX Runtime timed in a process of their own (see Sidecar)
         for name in names:
-            rows.append(_network_row(name, dict((options or {}).get(name, {})), budget, out_dir, target, rounds, say,
-                                     sidecar, threads, contenders))
-            write_network_results(rows, out_dir)
+            seeds: dict[str, Any] = {}
+            for b in budgets:
+                tag = f"_b{b}" if len(budgets) > 1 else ""
+                rows.append(_network_row(name, dict((options or {}).get(name, {})), b, out_dir, target, rounds, say,
+                                         sidecar, threads, contenders, tag, dict(seeds)))
+                write_network_results(rows, out_dir)
+                if (tuned := out_dir / "work" / f"{name}{tag}" / "ours_session.json").exists():
+                    from .session import load
+
+                    seeds[f"budget {b}"] = load(tuned)
     return rows
 
 
 def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict, rounds: int,
-                 say: Callable[[str], None], sidecar: Any, threads: int, contenders: tuple[str, ...]) -> dict:
+                 say: Callable[[str], None], sidecar: Any, threads: int, contenders: tuple[str, ...],
+                 tag: str = "", seeds: Mapping[str, Any] | None = None) -> dict:
     from tvm import relax
 
     from . import networks
 
     module, example = getattr(networks, name)(**opts)
     x = np.random.default_rng(1).uniform(-1.0, 1.0, tuple(example[0].shape)).astype("float32")
-    work = out_dir / "work" / name
+    work = out_dir / "work" / f"{name}{tag}"
     work.mkdir(parents=True, exist_ok=True)
     row: dict[str, Any] = {"network": name, "budget": budget}
     say(f"{name}: PyTorch")
@@ -241,7 +263,7 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
         return sidecar.timer(_onnxruntime, onnx_path, x, threads), _onnxruntime_output(onnx_path, x)
 
     others: dict[str, Callable[[], tuple[Timer, np.ndarray]]] = {
-        "ours": lambda: _ours(name, opts, budget, work, target, x, out_dir / f"{name}_kernels.csv"),
+        "ours": lambda: _ours(name, opts, budget, work, target, x, out_dir / f"{name}{tag}_kernels.csv", seeds),
         "tvm_untuned": lambda: _vm_timer(mod, target, x, relax.get_default_pipeline),
         "tvm_metaschedule": lambda: _tvm_metaschedule(mod, target, x, budget, work),
         "onnxruntime": onnxruntime}

@@ -137,6 +137,8 @@ if job is not None and not job.running() and (tuned := job.tuned_state(owner)) i
     st.success(f"Tuning done: {result_text(tuned.session.steps[base_len:])} These are the tuner's figures (one "
                "measurement per candidate: the median of its repeats); a replay of the applied session "
                "(Sessions page) times each kernel over repeats and says whether it differs from them beyond the noise.")
+    for line in job.network_report():  # kernels slower than measured, the network kept
+        (st.warning if line.startswith("warning:") else st.caption)(line)
     if base_key != session.key():
         st.warning("The session changed since this run started; applying replaces it with the tuned one.")
     st.button("Apply the result to the session", key="tune_apply", type="primary", on_click=_state.act,

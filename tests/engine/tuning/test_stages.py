@@ -7,6 +7,7 @@ import pytest
 from workbench.engine.errors import SessionError, TuneError
 from workbench.engine.session import dumps, loads, new_session, replay
 from workbench.engine.step import Step
+from workbench.engine.tuning.options import TuneOptions
 from workbench.engine.tuning.stages import tune_session
 
 
@@ -16,7 +17,7 @@ def gmm_session():
 
 
 def test_tune_session_appends_replayable_tuned_steps(tmp_path, gmm_session):
-    tuned = tune_session(gmm_session, "loop", 3, tmp_path)
+    tuned = tune_session(gmm_session, "loop", 3, tmp_path, TuneOptions(keep_faster=False))
     assert tuned.steps and {s.kind for s in tuned.steps} == {"tuned"}
     assert tuned.steps[0].get("stage") == "loop" and tuned.steps[0].get("measurements") == 3
     again = loads(dumps(tuned))  # a replay needs no tuning
@@ -66,7 +67,7 @@ def test_ops_with_equal_kernels_are_tuned_once_and_share_the_result(tmp_path):
     assert len(group) == 2
     (share,) = joint_shares(state, 4)
     assert share.op == group[0] and share.twins == (group[1],) and share.budget == 4
-    tuned = tune_session(session, "joint", 4, tmp_path / "wd")
+    tuned = tune_session(session, "joint", 4, tmp_path / "wd", TuneOptions(keep_faster=False))
     steps = [s for s in tuned.steps if s.kind == "tuned"]
     assert [s.target for s in steps] == group
     assert steps[1].get("measurements") == 0 and steps[1].get("stage") == f"joint+loop (from {group[0]})"
@@ -114,7 +115,7 @@ def test_a_schedule_with_wrong_results_is_not_used_and_the_next_one_is(tmp_path)
     (it reads no tile): a kernel that forgets outputs. Such a schedule is refused with a warning
     and the next way (here the expert schedule) is taken."""
     from workbench.engine.errors import TuneWarning
-    from workbench.engine.tuning.stages import _expert, _first_correct
+    from workbench.engine.tuning.apply import expert_attempt as _expert, first_correct as _first_correct
 
     state = replay(new_session("r18_block"))
     state = state.push(Step.make("preset", "conv2", "alt_tiled", tiles=[56, 56], ot=16, it=16))

@@ -42,7 +42,7 @@ from ..step import Step
 from ..targets import vector_unit
 from .loop import tune_loops
 from .options import TuneOptions
-from .records import TuneTask
+from .records import TuneTask, renamed_trace
 from .runner import Measurers
 
 __all__ = ["Candidate", "ConversionCosts", "JointResult", "layout_space", "candidates_scored", "joint_tune"]
@@ -150,6 +150,8 @@ class JointResult:
     trace: Any
     scores: list[tuple[Candidate, float | None]] = field(default_factory=list)
     measurements: int = 0
+    #: the unscheduled kernel ``best_ms`` was measured on (the trace's kernel)
+    func: Any = None
 
     def step(self, twin: str | None = None, blocks: Mapping[str, str] | None = None) -> Step:
         """The session step that applies this result: the chosen layout, then the tuned trace;
@@ -159,28 +161,8 @@ class JointResult:
         op = twin or self.op
         layout = self.best.step(op)
         return Step.make("tuned", op, "tuned", stage="joint+loop" if twin is None else f"joint+loop (from {self.op})",
-                         layouts=[layout.to_json()] if layout else [], trace=_renamed(self.trace, blocks or {}),
+                         layouts=[layout.to_json()] if layout else [], trace=renamed_trace(self.trace, blocks or {}),
                          latency_ms=self.best_ms, measurements=self.measurements if twin is None else 0)
-
-
-def _renamed(trace: Any, names: Mapping[str, str]) -> Any:
-    """``trace`` (JSON lists) with the block names it finds its blocks by replaced: a string equal
-    to a key of ``names``, or one a schedule derived from it (``conv1_local`` from ``conv1``).
-
-    >>> _renamed([[["GetSBlock", [], ["conv1", "main"]], ["GetSBlock", [], ["conv1_local", "main"]]], []],
-    ...          {"conv1": "conv2", "conv10": "conv11"})
-    [[['GetSBlock', [], ['conv2', 'main']], ['GetSBlock', [], ['conv2_local', 'main']]], []]
-    """
-    if isinstance(trace, str):
-        if trace in names:
-            return names[trace]
-        base = max((k for k in names if trace.startswith(k + "_")), key=len, default=None)
-        return names[base] + trace[len(base):] if base is not None else trace
-    if isinstance(trace, (list, tuple)):
-        return [_renamed(t, names) for t in trace]
-    if isinstance(trace, dict):
-        return {k: _renamed(v, names) for k, v in trace.items()}
-    return trace
 
 
 def _distance(a: Candidate, b: Candidate) -> float:
@@ -338,7 +320,7 @@ def joint_tune(graph: Graph, book: LayoutBook, op: str, target: dict, work_dir: 
                          replace(options, seed=options.seed_plus(1000)), stage="loop", layout_label=best.label,
                          measurers=measurers)[op]
         used = used - results[best][0].measurements + res.measurements
-    return JointResult(op, best, res.best_ms, res.trace, [(c, scored[c]) for c in scored], used)
+    return JointResult(op, best, res.best_ms, res.trace, [(c, scored[c]) for c in scored], used, task.func)
 
 
 def _task(graph: Graph, book: LayoutBook, op: str, cand: Candidate) -> tuple[TuneTask, Program]:

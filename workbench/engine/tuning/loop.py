@@ -25,7 +25,7 @@ from .options import TuneOptions, budget_shares
 from .progress import ProgressWriter, repair_jsonl
 from .records import TuneResult, TuneTask, short_error
 from .runner import InProcessRunner, Measurers
-from .seed import measure_seed
+from .seed import measure_seed, measure_traces
 from .startup import children_import_workbench, import_tensor_intrinsics
 
 __all__ = ["tune_loops"]
@@ -106,6 +106,8 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
                     runner.start_task()
                 if options.expert_seed and done[task.name] == 0:
                     measure_seed(task, target, tgt, db, builder, runner, callback)
+                if done[task.name] == 0 and want > callback.done:
+                    measure_traces(task, tgt, db, builder, runner, callback)
                 if want > callback.done - done[task.name]:
                     rest = want - (callback.done - done[task.name])
                     _tune_one(task, tgt, work_dir, rest, min(options.num_trials_per_iter, rest), rand[i],

@@ -55,6 +55,12 @@ class TuneOptions:
     population_size : int
         Schedules the evolutionary search evolves per batch (TVM's default, 512, spends most of
         a measurement's time searching).
+    settle_fraction : float
+        The share of a joint tuning's budget kept to tune again, in their final form, the kernels
+        that later layouts changed (``settle``); what the joint stage leaves unused goes there too.
+    keep_faster : bool
+        Time the tuned network against its seeds and starting point and keep the fastest
+        (``stages.tune_network``).
 
     >>> TuneOptions(search="greedy")
     Traceback (most recent call last):
@@ -75,12 +81,16 @@ class TuneOptions:
     warmup_samples: int = 8
     population_size: int = 128
     genetic_num_iters: int = 3
+    settle_fraction: float = 0.25
+    keep_faster: bool = True
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
             raise TuneError(f"search must be 'model' or 'random', got {self.search!r}")
         if not self.build_timeout_s > 0:
             raise TuneError(f"build_timeout_s must be positive, got {self.build_timeout_s}")
+        if not 0.0 <= self.settle_fraction < 1.0:
+            raise TuneError(f"settle_fraction must lie in [0, 1), got {self.settle_fraction}")
         if self.num_trials_per_iter < 1:
             raise TuneError(f"num_trials_per_iter must be at least 1, got {self.num_trials_per_iter}")
 

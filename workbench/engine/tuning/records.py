@@ -4,25 +4,27 @@ record), with the helpers that read TVM's records and messages."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
 
 import tvm
 
 from ..errors import TuneError
 
-__all__ = ["TuneTask", "TuneResult", "plain", "latency_ms", "short_error"]
+__all__ = ["TuneTask", "TuneResult", "plain", "latency_ms", "short_error", "renamed_trace"]
 
 _FAILED_SECS = 1e9  # MetaSchedule records a failed candidate with run_secs = [1e10]
 
 
 @dataclass(frozen=True)
 class TuneTask:
-    """A kernel to tune: a valid identifier, its PrimFunc and its FLOP count."""
+    """A kernel to tune: a valid identifier, its PrimFunc and its FLOP count; ``seeds``: traces
+    (JSON) measured first, beside the expert schedule, where they apply to ``func``."""
 
     name: str
     func: tvm.tirx.PrimFunc
     flops: int
+    seeds: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -106,3 +108,23 @@ def short_error(msg: Any, limit: int = 300) -> str:
     last = next((ln for ln in reversed(lines[1:]) if "Error" in ln or "error" in ln or "Timeout" in ln), None)
     text = lines[0] if last is None else f"{lines[0].rstrip(':')}: {last}"
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def renamed_trace(trace: Any, names: Mapping[str, str]) -> Any:
+    """``trace`` (JSON lists) with the block names it finds its blocks by replaced: a string equal
+    to a key of ``names``, or one a schedule derived from it (``conv1_local`` from ``conv1``).
+
+    >>> renamed_trace([[["GetSBlock", [], ["conv1", "main"]], ["GetSBlock", [], ["conv1_local", "main"]]], []],
+    ...               {"conv1": "conv2", "conv10": "conv11"})
+    [[['GetSBlock', [], ['conv2', 'main']], ['GetSBlock', [], ['conv2_local', 'main']]], []]
+    """
+    if isinstance(trace, str):
+        if trace in names:
+            return names[trace]
+        base = max((k for k in names if trace.startswith(k + "_")), key=len, default=None)
+        return names[base] + trace[len(base):] if base is not None else trace
+    if isinstance(trace, (list, tuple)):
+        return [renamed_trace(t, names) for t in trace]
+    if isinstance(trace, dict):
+        return {k: renamed_trace(v, names) for k, v in trace.items()}
+    return trace

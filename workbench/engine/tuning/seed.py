@@ -20,11 +20,11 @@ import tvm.s_tir.meta_schedule as ms
 
 from ..errors import WorkbenchError
 from ..expert import expert_steps
-from ..loops import apply_steps
+from ..loops import apply_steps, apply_trace_json
 from .progress import ProgressWriter
 from .records import TuneTask
 
-__all__ = ["measure_seed"]
+__all__ = ["measure_seed", "measure_traces"]
 
 
 def measure_seed(task: TuneTask, target: Mapping, tgt: tvm.target.Target, db: ms.database.Database,
@@ -35,6 +35,27 @@ def measure_seed(task: TuneTask, target: Mapping, tgt: tvm.target.Target, db: ms
         sch = apply_steps(task.func, expert_steps(task.func, task.name, target))
     except WorkbenchError:  # no template fits this kernel: the search starts unseeded
         return False
+    _measure(task, sch, tgt, db, builder, runner, callback)
+    return True
+
+
+def measure_traces(task: TuneTask, tgt: tvm.target.Target, db: ms.database.Database, builder: Any, runner: Any,
+                   callback: ProgressWriter) -> int:
+    """Measure each of ``task.seeds`` (saved traces) that applies to its kernel, as ``measure_seed``
+    does the expert schedule; the number measured."""
+    done = 0
+    for trace in task.seeds:
+        try:
+            sch = apply_trace_json(task.func, trace)
+        except Exception:  # noqa: BLE001 - a trace of another form of the kernel: not a seed here
+            continue
+        _measure(task, sch, tgt, db, builder, runner, callback)
+        done += 1
+    return done
+
+
+def _measure(task: TuneTask, sch: Any, tgt: tvm.target.Target, db: ms.database.Database, builder: Any,
+             runner: Any, callback: ProgressWriter) -> None:
     args_info = ms.arg_info.ArgInfo.from_prim_func(task.func)
     (built,) = builder.build([ms.builder.BuilderInput(sch.mod, tgt)])
     if built.error_msg:
@@ -46,7 +67,6 @@ def measure_seed(task: TuneTask, target: Mapping, tgt: tvm.target.Target, db: ms
     workload = db.commit_workload(tvm.IRModule({"main": task.func}))
     db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, run_secs, tgt, args_info))
     callback.record([ms.MeasureCandidate(sch, args_info)], [built], [ran])
-    return True
 
 
 def _device_type(tgt: tvm.target.Target) -> str:

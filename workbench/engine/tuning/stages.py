@@ -10,24 +10,27 @@ run that was stopped loses no completed measurement.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from ..agreement import disagreement
-from ..errors import TuneError, TuneWarning, WorkbenchError
-from ..expert.simple import simple_steps
+from ..errors import TuneError, TuneWarning
+from ..interleave import call_timer, remeasure
 from ..loops import list_blocks
 from ..session import Session, State, replay
 from ..step import Step
 from ..targets import vector_unit
+from .apply import expert_attempt, first_correct, layout_attempt, same_kernel
+from .check import KernelCheck, check_state, slow_kernels
 from .joint import Candidate, JointResult, candidates_scored, joint_tune, layout_space
 from .loop import tune_loops
 from .options import TuneOptions, budget_shares
 from .records import TuneTask
 from .runner import Measurers
+from .settle import schedule_the_rest, settle
 
-__all__ = ["STAGES", "JointShare", "twin_groups", "joint_shares", "tune_session"]
+__all__ = ["STAGES", "JointShare", "NetworkTuning", "twin_groups", "joint_shares", "tune_session", "tune_network",
+           "time_states", "summary_of"]
 
 STAGES = ("joint", "loop")
 
@@ -50,15 +53,13 @@ class JointShare:
 def twin_groups(state: State) -> list[list[str]]:
     """The state's complex ops (in kernel order) grouped by kernel: ops whose unscheduled
     kernels are structurally equal (ResNet-18's repeated blocks) form one group, first op first."""
-    import tvm_ffi
-
     graph, prog = state.graph, state.program
     groups: list[tuple[object, list[str]]] = []  # (the first op's kernel, the ops)
     for k in prog.plan.kernels:
         if not (k.ops and graph.node(k.head).kind == "complex"):
             continue
-        func = prog.funcs[k.name].with_attr("global_symbol", "k")  # the kernel's own name does not count
-        same = next((ops for first, ops in groups if tvm_ffi.structural_equal(first, func)), None)
+        func = prog.funcs[k.name]
+        same = next((ops for first, ops in groups if same_kernel(first, func)), None)
         if same is None:
             groups.append((func, [k.head]))
         else:
@@ -70,6 +71,7 @@ def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()
     """How a joint tuning of ``budget`` measurements splits over the state's complex ops: ops
     with equal kernels are tuned once (``twin_groups``), and each group gets a share in
     proportion to its FLOPs (all its ops'), at least two (a joint and a loop-only measurement).
+    With several groups, ``options.settle_fraction`` of the budget is kept for ``settle``.
 
     Raises
     ------
@@ -85,6 +87,8 @@ def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()
         raise TuneError(f"a joint budget of {budget} measurements is too small for {len(ops)} complex ops "
                         f"({', '.join(ops)}): give at least {2 * len(ops)} (two each)")
     lanes = vector_unit(state.session.target).lanes
+    if len(groups) > 1 and budget - (reserve := int(budget * options.settle_fraction)) >= 2 * len(groups):
+        budget -= reserve  # kept to tune again the kernels a later group's layout changes (``settle``)
     shares = budget_shares([float(sum(graph.flops(op) for op in g)) for g in groups], budget, minimum=2)
     out = []
     for (op, *twins), share in zip(groups, shares):
@@ -93,50 +97,12 @@ def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()
     return out
 
 
-def _disagreement(state: State, kernel: str) -> str | None:
-    """How the kernel's schedule changes its results (``agreement``), None when it does not."""
-    if state.schedule(kernel).kind == "default":
-        return None
-    k = next(k for k in state.program.plan.kernels if k.name == kernel)
-    return disagreement(state.program.funcs[kernel], state.scheduled(kernel), len(k.outputs), state.session.target)
-
-
-def _first_correct(state: State, op: str, tries: Sequence[tuple[str, Callable[[State], State]]]) -> State:
-    """The first of ``tries`` (what it is, how to apply it) that TVM accepts and after which the
-    kernel ``op`` (or the one holding op ``op``) computes what its unscheduled kernel does; ``state`` when none does.
-    A wrong one is skipped with a warning: MetaSchedule measures candidates without checking
-    their output, and a kernel that forgets part of it looks fast."""
-    for what, attempt in tries:
-        try:
-            new = attempt(state)
-        except WorkbenchError:
-            continue
-        kernel = op if op in new.program.funcs else new.home_kernel(op)
-        if (why := _disagreement(new, kernel)) is None:
-            return new
-        warnings.warn(f"kernel {kernel}: the {what} gives wrong results ({why}); not used", TuneWarning, stacklevel=2)
-    return state
-
-
-def _expert(op: str, candidate: Candidate | None = None) -> Callable[[State], State]:
-    """Apply ``candidate``'s layout (if any), then the expert schedule of ``op``'s kernel."""
-    def attempt(state: State) -> State:
-        step = candidate.step(op) if candidate else None
-        laid = state.push(step) if step else state
-        return laid.with_expert_schedule(laid.home_kernel(op))
-    return attempt
-
-
-def _layout_only(op: str, candidate: Candidate) -> Callable[[State], State]:
-    return lambda state: state.push(step) if (step := candidate.step(op)) else state
-
-
 def _take_result(state: State, res: JointResult) -> State:
     """The joint stage's result for its op: its tuned step, else (wrong results) its layout on
     the expert schedule, else its layout alone."""
-    return _first_correct(state, res.op, [("tuned schedule", lambda s: s.push(res.step())),
-                                          ("expert schedule", _expert(res.op, res.best)),
-                                          ("default schedule", _layout_only(res.op, res.best))])
+    return first_correct(state, res.op, [("tuned schedule", lambda s: s.push(res.step())),
+                                          ("expert schedule", expert_attempt(res.op, res.best)),
+                                          ("default schedule", layout_attempt(res.op, res.best))])
 
 
 def _take_twin(state: State, res: JointResult, twin: str) -> State:
@@ -151,75 +117,158 @@ def _take_twin(state: State, res: JointResult, twin: str) -> State:
         mine, theirs = (list_blocks(laid.program.funcs[laid.home_kernel(op)]) for op in (res.op, twin))
         return s.push(res.step(twin, dict(zip(mine, theirs)) if len(mine) == len(theirs) else {}))
 
-    return _first_correct(state, twin, [("tuned schedule", tuned),
-                                        ("expert schedule", _expert(twin, res.best)),
-                                        ("default schedule", _layout_only(twin, res.best))])
+    return first_correct(state, twin, [("tuned schedule", tuned),
+                                        ("expert schedule", expert_attempt(twin, res.best)),
+                                        ("default schedule", layout_attempt(twin, res.best))])
 
 
-def _rescheduled(state: State, tuned: Mapping[str, Step]) -> State:
-    """Kernels that lost their schedule when a later op's layout changed them (their epilogue
-    now writes that op's layout): their own tuned trace again where it still applies, else their
-    expert schedule. Never left unscheduled, which in a network is 50-100x slower; the simple
-    kernels (a pool, an element-wise op that writes a conv's tiles) take their analytic schedule
-    (``expert.simple``)."""
-    for k in state.program.plan.kernels:
-        if state.schedule(k.name).kind != "default" or not k.ops:
-            continue
-        if state.graph.node(k.head).kind != "complex":  # several blocks (softmax...): TVM's defaults
-            state = _first_correct(state, k.head, [("analytic schedule", _simple(k.name))])
-            continue
-        tries = [("expert schedule", _expert(k.head))]
-        if (step := tuned.get(k.head)) is not None:
-            again = Step.make("tuned", k.name, "tuned", stage=f"{step.get('stage')} (re-applied)",
-                              trace=step.get("trace"), measurements=0)
-            tries.insert(0, ("tuned schedule, re-applied", lambda s, again=again: s.push(again)))
-        state = _first_correct(state, k.head, tries)  # else left unscheduled: the session stays valid
-    return state
+@dataclass(frozen=True)
+class NetworkTuning:
+    """What ``tune_network`` gives: the tuned session (the kept network's), which network was kept
+    (``tuned``, ``expert``, ``start`` or a seed's label) and each compared network's median ms, the
+    kernels settled after the joint stage, and the check of each tuned kernel against its tuning."""
+
+    session: Session
+    kept: str = "tuned"
+    network_ms: Mapping[str, float] = field(default_factory=dict)
+    settled: tuple[str, ...] = ()
+    checks: tuple[KernelCheck, ...] = ()
+
+    def slow(self) -> list[KernelCheck]:
+        return slow_kernels(list(self.checks))
+
+    def summary(self) -> list[str]:
+        return summary_of(self.to_json())
+
+    def to_json(self) -> dict:
+        return {"kept": self.kept, "network_ms": dict(self.network_ms), "settled": list(self.settled),
+                "checks": [c.to_json() for c in self.checks]}
 
 
-def _simple(kernel: str) -> Callable[[State], State]:
-    def attempt(state: State) -> State:
-        for step in simple_steps(state.program.funcs[kernel], kernel, state.session.target):
-            state = state.push(step)
-        return state
-    return attempt
+def summary_of(report: Mapping) -> list[str]:
+    """What a user should know of a ``NetworkTuning`` (as ``to_json`` gives it) beyond the tuned
+    figures, one line each: kernels tuned again, the network kept, kernels slower than measured."""
+    lines = []
+    if report.get("settled"):
+        lines.append(f"tuned again in their final form (a later layout changed them): {', '.join(report['settled'])}")
+    if times := report.get("network_ms"):
+        lines.append("whole network, ms: " + ", ".join(f"{k} {v:.4g}" for k, v in times.items())
+                     + f"; kept: {report.get('kept', 'tuned')}")
+    checks = [KernelCheck.from_json(c) for c in report.get("checks", ())]
+    lines += [f"warning: {c.text()}" for c in slow_kernels(checks)]
+    if checks and not slow_kernels(checks):
+        worst = max(checks, key=lambda c: c.ratio)
+        lines.append(f"every tuned kernel runs within {worst.ratio:.2f}x of its tuning's figure in the network")
+    return lines
 
 
 def tune_session(session: Session, stage: str, budget: int, work_dir: Path, options: TuneOptions = TuneOptions(),
                  *, on_candidate: Callable[[str, Candidate, float | None], None] | None = None) -> Session:
-    """Tune and return the session with the results applied as ``tuned`` steps.
+    """``tune_network``'s session."""
+    return tune_network(session, stage, budget, work_dir, options, on_candidate=on_candidate).session
+
+
+def tune_network(session: Session, stage: str, budget: int, work_dir: Path, options: TuneOptions = TuneOptions(),
+                 *, on_candidate: Callable[[str, Candidate, float | None], None] | None = None,
+                 seeds: Mapping[str, Session] | None = None,
+                 time_networks: Callable[[Mapping[str, State]], Mapping[str, float]] | None = None) -> NetworkTuning:
+    """Tune the session and return it with the results applied as ``tuned`` steps.
 
     ``joint``: complex ops with equal kernels are tuned once (``joint_shares``), each group
-    getting a share of ``budget`` in proportion to its FLOPs (at least two: a joint and a
+    getting a share of the budget in proportion to its FLOPs (at least two: a joint and a
     loop-only measurement) and a joint stage, in order, each on the layouts the ones before
-    chose; the group's other ops take its result; ``on_candidate(op, candidate, best_ms)`` hears of every layout
-    candidate scored. ``loop``: one loop-only stage over every kernel."""
+    chose; the group's other ops take its result; ``on_candidate(op, candidate, best_ms)`` hears of
+    every layout candidate scored. Kernels that later layouts changed are then tuned again in their
+    final form (``settle``, with ``options.settle_fraction`` of the budget kept for it).
+    ``loop``: one loop-only stage over every kernel.
+
+    With ``options.keep_faster`` the tuned network is timed against its seeds (every kernel on its
+    expert schedule; ``seeds``, e.g. a smaller budget's result) and its starting point where that
+    is fully scheduled, interleaved (``time_networks``), and the fastest is kept: more budget never
+    returns a slower network than these. Each tuned kernel of the kept network is then timed
+    against its tuning (``check``); one over ``check.SLOWER`` x is warned of by name."""
     if stage not in STAGES:
         raise TuneError(f"stage must be one of {STAGES}, got {stage!r}")
     if budget < 1:
         raise TuneError(f"budget must be a positive number of measurements, got {budget}")
     work_dir = Path(work_dir)
-    state = replay(session)
-    prog = state.program
-    tuned: dict[str, Step] = {}
+    start = replay(session)
     with Measurers() as measurers:
         if stage == "joint":
-            for share in joint_shares(state, budget, options):
-                op = share.op
-                hear = (lambda c, s, op=op: on_candidate(op, c, s)) if on_candidate else None
-                res = joint_tune(state.graph, state.book, op, session.target, work_dir / "joint" / op, share.budget,
-                                 options, on_candidate=hear, measurers=measurers)
-                state = _take_result(state, res)
-                tuned[op] = res.step()
-                for twin in share.twins:
-                    state = _take_twin(state, res, twin)
-            return _rescheduled(state, tuned).session
-        tasks = [TuneTask(k.name, prog.funcs[k.name], max(prog.flops.get(k.name, 0), 1)) for k in prog.plan.kernels]
-        results = tune_loops(tasks, session.target, work_dir / "loop", budget, options, stage="loop",
-                             measurers=measurers)
+            state, settled = _joint(start, budget, work_dir, options, measurers, on_candidate)
+        else:
+            state, settled = _loop(start, budget, work_dir, options, measurers), []
+    state = schedule_the_rest(state)
+    kept, times = "tuned", {}
+    if options.keep_faster:
+        contenders = {"tuned": state, "expert": _expert_network(start),
+                      **{label: replay(s) for label, s in (seeds or {}).items()}}
+        if not any(start.schedule(k).kind == "default" for k in start.program.funcs):
+            contenders["start"] = start
+        times = dict((time_networks or time_states)(contenders))
+        kept = min(times, key=lambda k: times[k] * (1.0 if k == "tuned" else _MARGIN))
+        state = contenders[kept]
+        if kept != "tuned":
+            warnings.warn(f"the tuned network ({times['tuned']:.4g} ms) was slower than the {kept} network "
+                          f"({times[kept]:.4g} ms): the {kept} one is kept", TuneWarning, stacklevel=2)
+    checks = check_state(state)
+    for c in slow_kernels(checks):
+        warnings.warn(c.text(), TuneWarning, stacklevel=2)
+    return NetworkTuning(state.session, kept, times, tuple(settled), tuple(checks))
+
+
+def _expert_network(state: State) -> State:
+    """Every complex kernel without a schedule on its expert schedule (the tuning's seeds), the
+    others on their analytic ones."""
+    for k in state.program.plan.kernels:
+        if k.ops and state.graph.node(k.head).kind == "complex" and state.schedule(k.name).kind == "default":
+            state = first_correct(state, k.name, [("expert schedule", expert_attempt(k.head))])
+    return schedule_the_rest(state)
+
+
+#: another network replaces the tuned one only when it is faster by more than timing noise
+_MARGIN = 1.1
+
+
+def _joint(state: State, budget: int, work_dir: Path, options: TuneOptions, measurers: Measurers,
+           on_candidate: Callable[[str, Candidate, float | None], None] | None) -> tuple[State, list[str]]:
+    """The joint stage op group by op group, then ``settle`` with the budget left."""
+    shares = joint_shares(state, budget, options)
+    measured: dict[str, Any] = {}  # kernel -> the unscheduled kernel its tuned step was measured on
+    used = 0
+    for share in shares:
+        op = share.op
+        hear = (lambda c, s, op=op: on_candidate(op, c, s)) if on_candidate else None
+        res = joint_tune(state.graph, state.book, op, state.session.target, work_dir / "joint" / op, share.budget,
+                         options, on_candidate=hear, measurers=measurers)
+        used += res.measurements
+        state = _take_result(state, res)
+        for twin in share.twins:
+            state = _take_twin(state, res, twin)
+        for member in (op, *share.twins):
+            if state.schedule(kernel := state.home_kernel(member)).kind == "tuned":
+                measured[kernel] = res.func
+    traces = {s.target: s.get("trace") for s in state.session.steps if s.kind == "tuned"}
+    return settle(state, measured, traces, work_dir / "settle", max(1, budget - used), options, measurers)
+
+
+def _loop(state: State, budget: int, work_dir: Path, options: TuneOptions, measurers: Measurers) -> State:
+    prog = state.program
+    tasks = [TuneTask(k.name, prog.funcs[k.name], max(prog.flops.get(k.name, 0), 1)) for k in prog.plan.kernels]
+    results = tune_loops(tasks, state.session.target, work_dir / "loop", budget, options, stage="loop",
+                         measurers=measurers)
     for name, r in results.items():
         if r.best_ms is not None:
             step = Step.make("tuned", name, "tuned", stage="loop", trace=r.trace, latency_ms=r.best_ms,
                              measurements=r.measurements)
-            state = _first_correct(state, name, [("tuned schedule", lambda s, step=step: s.push(step))])
-    return state.session
+            state = first_correct(state, name, [("tuned schedule", lambda s, step=step: s.push(step))])
+    return state
+
+
+def time_states(states: Mapping[str, State], rounds: int = 5) -> dict[str, float]:
+    """Each state's whole network built and timed end to end, interleaved (median ms)."""
+    timers = {}
+    for label, st in states.items():
+        built = st.scheduled_program().build(st.session.target)
+        timers[label] = call_timer(built.runner(st.graph.random_inputs(0)))
+    return {label: r.median_ms for label, r in remeasure(timers, rounds).items()}

@@ -94,7 +94,7 @@ def job_spec(tasks: Sequence[TuneTask], target: dict, budget: int, options: Tune
 
 def session_job_spec(session: Any, stage: str, budget: int, options: TuneOptions | None = None) -> dict:
     """A job that runs ``stages.tune_session`` on ``session`` (a ``session.Session``; of the
-    options, those a job uses: ``rpc``, ``joint_fraction``, ``search`` and ``seed``)."""
+    options, those a job uses: ``rpc``, ``joint_fraction``, ``search``, ``seed`` and ``keep_faster``)."""
     from .options import TuneOptions
     from .stages import STAGES
 
@@ -108,7 +108,7 @@ def session_job_spec(session: Any, stage: str, budget: int, options: TuneOptions
         raise TuneError(f"the joint stage's share of the budget must lie strictly between 0 and 1, got {fraction}")
     return {"format": SPEC_FORMAT, "version": 1, "kind": "session", "session": session.to_json(), "stage": stage,
             "budget": int(budget), "rpc": _rpc_text(options), "joint_fraction": float(fraction),
-            "search": options.search, "seed": options.seed}
+            "search": options.search, "seed": options.seed, "keep_faster": bool(options.keep_faster)}
 
 
 def replay_job_spec(session: Any, target: dict | None = None) -> dict:
@@ -454,6 +454,16 @@ class Job:
 
         return loads_state(json.dumps(data["session"]))
 
+    def network_report(self) -> list[str]:
+        """What a session job's ``tune_network`` said beyond its session (``NetworkTuning.summary``:
+        kernels tuned again, the network kept, kernels slower than measured); empty before the end."""
+        data = _read_json(self.dir / "result.json")
+        if not isinstance(data, dict) or not isinstance(data.get("network"), dict):
+            return []
+        from .stages import summary_of
+
+        return summary_of(data["network"])
+
     def replay_report(self) -> ReplayReport | None:
         """The report a replay job wrote when it finished (None before that); its files are in
         ``job.dir / "out"``."""
@@ -560,13 +570,15 @@ def run_job(job_dir: Path) -> dict[str, TuneResult]:
         _write_json(job_dir / "result.json", {"replay": report.to_json(), "finished": time.time()})
         return {}
     if spec.get("kind") == "session":
-        from .stages import tune_session
+        from .stages import tune_network
 
         options = TuneOptions(rpc=_rpc(spec), progress_path=progress,
                               joint_fraction=float(spec.get("joint_fraction", 0.3)),
-                              search=spec.get("search", "model"), seed=_seed(spec.get("seed", 0)))
-        tuned = tune_session(_session_from_spec(spec), spec["stage"], int(spec["budget"]), job_dir / "work", options)
-        _write_json(job_dir / "result.json", {"session": tuned.to_json(), "finished": time.time()})
+                              search=spec.get("search", "model"), seed=_seed(spec.get("seed", 0)),
+                              keep_faster=bool(spec.get("keep_faster", True)))
+        tuned = tune_network(_session_from_spec(spec), spec["stage"], int(spec["budget"]), job_dir / "work", options)
+        _write_json(job_dir / "result.json", {"session": tuned.session.to_json(), "network": tuned.to_json(),
+                                              "finished": time.time()})
         return {}
     from .loop import tune_loops
 
