@@ -105,3 +105,21 @@ def test_more_budget_never_returns_a_slower_network_than_its_seeds(tmp_path):
                              time_networks=lambda states: {k: times[k] for k in states})
     assert large.kept == "budget 4" and large.session.steps == small.session.steps
     assert large.network_ms["budget 4"] <= small.network_ms["tuned"]
+
+
+def test_a_session_jobs_report_says_which_kernels_run_slower_than_measured(tmp_path):
+    import json
+
+    from workbench.engine.tuning.worker import Job
+
+    job = Job(tmp_path, 0, 0.0)
+    assert job.network_report() == []  # before the end
+    report = {"kept": "tuned", "network_ms": {"tuned": 2.0, "expert": 3.0}, "settled": ["conv2"],
+              "checks": [{"kernel": "conv1", "tuned_ms": 1.0, "network_ms": 1.1},
+                         {"kernel": "conv2", "tuned_ms": 0.452, "network_ms": 2.58}]}
+    (tmp_path / "result.json").write_text(json.dumps({"session": {}, "network": report}))
+    lines = job.network_report()
+    assert any("conv2" in line and "tuned again" in line for line in lines)
+    assert any("kept: tuned" in line for line in lines)
+    (slow,) = [line for line in lines if line.startswith("warning:")]
+    assert "kernel conv2" in slow and "5.71x the 0.452 ms" in slow
