@@ -120,7 +120,7 @@ def test_a_mismatch_exits_with_1(monkeypatch, tmp_path, capsys):
 
     class Report:
         ok, max_abs_error, max_rel_error, total_ms, kernels = False, 1.0, 0.5, 1.0, []
-        total_min_ms, total_spread_ms, repeats, noisy, source = 0.9, 0.2, 5, False, None
+        total_min_ms, total_spread_ms, repeats, noisy, source, network = 0.9, 0.2, 5, False, None, None
 
     monkeypatch.setattr(replay, "replay_to", lambda *a, **k: Report())
     assert cli.main(["replay", "sessions/c1d.json", "--out", str(tmp_path)]) == 1

@@ -67,6 +67,12 @@ def cmd_replay(a: argparse.Namespace) -> int:
     if (src := report.source) is not None:
         print(f"{'vs ' + src['framework']:>28}: max abs error {src['max_abs_error']:.2e}, "
               f"max rel error {src['max_rel_error']:.2e}; ok: {src['ok']}")
+    if (net := report.network) is not None:
+        mem = net["memory"]
+        print(f"{net['file']:>28}: max rel error {net['max_rel_error']:.2e}; ok: {net['ok']}; memory planned "
+              f"{mem['peak_planned_mb']:.2f} MB for {mem['intermediates_sum_mb']:.2f} MB of intermediates; run: "
+              f"tvm.relax.VirtualMachine(tvm.runtime.load_module(PATH), tvm.cpu())['main']("
+              f"{', '.join(f'{t} {tuple(s)}' for t, s in net['inputs'].items())}) -> ({', '.join(net['outputs'])})")
     if not report.ok:
         what = (f"{src['framework']}'s (max relative error {src['max_rel_error']:.2e})" if src and not src["ok"]
                 else f"the reference (max relative error {report.max_rel_error:.2e})")
@@ -112,7 +118,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     for t, v in outs.items():
         print(f"{t}: shape {tuple(v.shape)}, min {v.min():.4g}, mean {v.mean():.4g}, max {v.max():.4g}")
     if times:
-        print(f"{net.name}: {float(np.median(times)):.4f} ms median over {len(times)} runs (min {min(times):.4f})")
+        print(f"{net.name}: {float(np.median(times)):.4f} ms median over {len(times)} runs (min {min(times):.4f}; "
+              f"{'network.so on the Relax VM' if net.engine == 'relax-vm' else 'kernels.so, kernel by kernel'})")
     if a.out:
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -334,14 +341,15 @@ def _bench_networks(a: argparse.Namespace) -> int:
     names = _chosen(a.only, netbench.NETWORK_NAMES, "--only", "network")
     out = Path(a.out)
     budgets = tuple(_budgets(a.budgets)) if a.budgets else a.budget
-    bar = tqdm(total=len(names) * 7 * (len(budgets) if isinstance(budgets, tuple) else 1), desc="bench networks",
+    contenders = _chosen(a.contenders, netbench.CONTENDERS, "--contenders", "contender")
+    steps = 3 + len(set(contenders) - {"torch"})  # PyTorch, each other contender, the rounds, memory and profiles
+    bar = tqdm(total=len(names) * steps * (len(budgets) if isinstance(budgets, tuple) else 1), desc="bench networks",
                file=sys.stderr)
 
     def step(msg: str) -> None:
         bar.set_postfix_str(msg)
         bar.update(1)
 
-    contenders = _chosen(a.contenders, netbench.CONTENDERS, "--contenders", "contender")
     rows = netbench.run_network_bench(names, budgets, out, _target(a.target) or dict(DEFAULT_TARGET), on_step=step,
                                       contenders=contenders)
     bar.close()
@@ -408,7 +416,8 @@ def parser() -> argparse.ArgumentParser:
                        description="Load SESSION (validated by replaying it), build its scheduled program, verify "
                                    "it against the reference on random inputs and time each kernel. Writes "
                                    "DIR/kernels.so, DIR/program.py, DIR/report.json and the runnable network "
-                                   "(DIR/network.json, DIR/constants.npz: `run DIR`). Exit status: 0 when every "
+                                   "(DIR/network.so, one Relax VM module plain TVM runs; DIR/network.json, "
+                                   "DIR/constants.npz: `run DIR`). Exit status: 0 when every "
                                    "output matched, 1 when one did not, 2 on an error.")
     r.add_argument("session", help="a session file (see docs/session-format.md)")
     r.add_argument("--out", metavar="DIR", help="output folder (default work/replay/NAME)")
@@ -416,9 +425,10 @@ def parser() -> argparse.ArgumentParser:
                    "(default: the session's)")
     r.set_defaults(fn=cmd_replay)
     n = sub.add_parser("run", help="run a replayed network on inputs from .npy files",
-                       description="Run the whole graph that `replay` wrote to REPLAY_DIR (kernels.so, network.json, "
-                                   "constants.npz) on the given inputs (random ones for those not given), print "
-                                   "each output's summary and the run's latency, and save the outputs.")
+                       description="Run the whole graph that `replay` wrote to REPLAY_DIR (network.so on the Relax "
+                                   "VM; in an older folder, kernels.so kernel by kernel) on the given inputs (random "
+                                   "ones for those not given), print each output's summary and the run's latency, "
+                                   "and save the outputs.")
     n.add_argument("replay_dir", metavar="REPLAY_DIR")
     n.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="an input's values (FILE.npy alone for a one-input network; repeatable)")
@@ -453,8 +463,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--suite", default="benchmarks/suite.json",
                    help="a suite of single operators (JSON), 'conversions': layout conversions beyond the "
                         "last-level cache against a copy, or 'networks': ResNet-18, MobileNet-V2 and a BERT "
-                        "encoder layer end to end against PyTorch, TVM's Relax pipeline (untuned and MetaSchedule) "
-                        "and ONNX Runtime")
+                        "encoder layer end to end against OpenVINO, ONNX Runtime, torch.compile, PyTorch and TVM's "
+                        "Relax pipeline (untuned and MetaSchedule)")
     b.add_argument("--budget", type=int, default=64,
                    help="measurements per tuner per workload; 0: no tuning, the expert schedules alone against "
                         "PyTorch and NumPy")
@@ -462,7 +472,7 @@ def parser() -> argparse.ArgumentParser:
                                                       "(each tuning seeded by the smaller budgets' networks)")
     b.add_argument("--only", help="comma-separated workload (or conversion case, or network) names")
     b.add_argument("--contenders", help="with --suite networks: comma-separated contenders to run (PyTorch always "
-                                        "runs), e.g. ours,torch,tvm_untuned,onnxruntime")
+                                        "runs), e.g. ours,torch,torch_compile,openvino,onnxruntime,tvm_untuned,tvm_metaschedule")
     b.add_argument("--search", choices=["model", "random"], default="model")
     b.add_argument("--target")
     b.add_argument("--search-study", type=int, metavar="BUDGET",

@@ -1,4 +1,5 @@
-"""The runnable network a replay writes: NumPy and torch callers, bad inputs, bad folders, the CLI."""
+"""The runnable network a replay writes (network.so on the Relax VM; kernels.so kernel by kernel in
+older folders): NumPy and torch callers, bad inputs, bad folders, the CLI."""
 
 import json
 import subprocess
@@ -69,13 +70,34 @@ def test_bad_inputs_and_folders_are_named(replayed, tmp_path):
         net()
     with pytest.raises(SessionError, match="no input named 'nope'"):
         net(np.zeros(shape, "float32"), nope=1)
-    with pytest.raises(SessionError, match="no kernels.so, network.json, constants.npz"):
+    with pytest.raises(SessionError, match="no network.json"):
+        load_network(tmp_path)
+    (tmp_path / "network.json").write_bytes((out / "network.json").read_bytes())
+    with pytest.raises(SessionError, match="no network.so, kernels.so, constants.npz"):
         load_network(tmp_path)
     for f in ("kernels.so", "constants.npz"):
         (tmp_path / f).write_bytes((out / f).read_bytes())
     (tmp_path / "network.json").write_text(json.dumps({"format": "something else"}))
     with pytest.raises(SessionError, match="is not a network description written by replay"):
         load_network(tmp_path)
+
+
+def test_a_folder_without_network_so_runs_kernel_by_kernel_alike(replayed, tmp_path):
+    """Folders written before network.so existed (no network.so, no ``vm`` in network.json) still run."""
+    out, state = replayed
+    assert load_network(out).engine == "relax-vm"
+    spec = json.loads((out / "network.json").read_text())
+    del spec["vm"]
+    (tmp_path / "network.json").write_text(json.dumps(spec))
+    for f in ("kernels.so", "constants.npz"):
+        (tmp_path / f).write_bytes((out / f).read_bytes())
+    old = load_network(tmp_path)
+    assert old.engine == "kernel-loop" and old.inputs == load_network(out).inputs
+    x = {t: np.random.default_rng(6).uniform(-1, 1, s).astype("float32") for t, s in old.inputs.items()}
+    got, new, want = old(**x), load_network(out)(**x), _reference(state, x)
+    for t in want:
+        np.testing.assert_allclose(got[t], want[t], rtol=1e-4, atol=1e-4 * float(np.abs(want[t]).max()))
+        np.testing.assert_allclose(new[t], got[t], rtol=1e-4, atol=1e-4 * float(np.abs(want[t]).max()))
 
 
 @pytest.mark.slow
@@ -88,7 +110,7 @@ def test_the_run_command_reads_npy_inputs_and_writes_the_outputs(replayed, tmp_p
     res = subprocess.run([sys.executable, "-m", "workbench", "run", str(out), "--input", f"{name}={tmp_path / 'x.npy'}",
                           "--out", str(tmp_path / "y.npz"), "--repeat", "2"], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert "ms median over 2 runs" in res.stdout
+    assert "ms median over 2 runs" in res.stdout and "network.so on the Relax VM" in res.stdout
     with np.load(tmp_path / "y.npz") as y:
         want = _reference(state, {name: x})
         assert set(y.files) == set(want)

@@ -8,8 +8,11 @@ reference on random inputs, times each kernel and writes:
   loads it and each kernel is a function of the kernel's name (arguments: its input buffers,
   then its output buffers, in their stored layouts);
 - ``program.py``: the scheduled TVMScript of the whole module;
-- ``network.json`` and ``constants.npz``: the whole graph as one runnable network
-  (``standalone.load_network``; ``python -m workbench run``);
+- ``network.so``: the whole network as one Relax VM module (``relaxnet``), which plain TVM runs:
+  ``tvm.relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())["main"](*inputs)``
+  returns the tuple of the graph outputs;
+- ``network.json`` and ``constants.npz``: the network's description, and what runs it kernel by
+  kernel when ``network.so`` is absent (``standalone.load_network``; ``python -m workbench run``);
 - ``report.json``: ``ok``, ``max_abs_error``, ``max_rel_error``, ``total_ms`` (the kernels'
   medians added up) with ``total_min_ms``, ``total_spread_ms``, ``repeats`` and ``noisy`` (any
   kernel stayed noisy), and per kernel ``name``, ``latency_ms`` (median), ``min_ms``,
@@ -19,7 +22,11 @@ reference on random inputs, times each kernel and writes:
   "within noise" when that figure lies within the replay's range); also the session name, target and TVM version;
   for an imported model (or a built-in network), ``source``: the outputs against the framework the
   model came from (``frontend.framework``: ONNX Runtime or PyTorch) on the same random inputs,
-  ``framework``, ``max_abs_error``, ``max_rel_error`` and ``ok``, which ``ok`` includes.
+  ``framework``, ``max_abs_error``, ``max_rel_error`` and ``ok``, which ``ok`` includes;
+  ``network``: how ``network.so`` is called (``inputs`` and ``outputs`` with their shapes, in
+  order), its outputs against the reference (``max_abs_error``, ``max_rel_error``, ``ok``, which
+  ``ok`` includes) and its ``memory`` (``relaxnet.MemoryPlan.row``: the planned peak against the
+  sum of the intermediates).
 
 Nothing is written when the session does not replay or a kernel does not build.
 """
@@ -35,7 +42,8 @@ import tvm
 
 from .errors import BuildError
 from .frontend.framework import framework_of, framework_outputs
-from .program import measure, output_errors
+from .program import Program, measure, output_errors
+from .relaxnet import NETWORK_SO, build_network, call_signature
 from .session import Session, State, replay
 from .standalone import write_network
 from .timing import Stats, compare
@@ -60,6 +68,7 @@ class ReplayReport:
     repeats: int | None = None
     noisy: bool | None = None
     source: dict | None = None  # against the model's own framework (imported models, built-in networks)
+    network: dict | None = None  # network.so: its call, its check, its memory plan
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -72,7 +81,7 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
     Parameters
     ----------
     session : Session
-    out_dir : folder for ``kernels.so``, ``program.py`` and ``report.json`` (created).
+    out_dir : folder for ``kernels.so``, ``network.so``, ``program.py`` and ``report.json`` (created).
     target : a TVM target as a dict, replacing the session's.
     progress : called with a short message at each step (for a progress bar).
     seed : seed of the random inputs used to verify.
@@ -95,18 +104,19 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
     built, ver, timings = m.built, m.verification, m.timings
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    network = _network(prog, session.target, seed, out, say)
     say("writing kernels.so, program.py, report.json")
     try:
         built.executable.export_library(str(out / "kernels.so"))
     except Exception as e:  # noqa: BLE001 - the toolchain's errors come in several types
         raise BuildError(f"could not export kernels.so: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     (out / "program.py").write_text(prog.module().script())
-    write_network(prog, state.graph.random_inputs(seed), out)
+    write_network(prog, state.graph.random_inputs(seed), out, vm={k: network[k] for k in ("file", "inputs", "outputs")})
     tuned = _tuned_ms(state)
     total = m.total
     source = _source_check(session, state, built, seed, say)
     report = ReplayReport(
-        ok=ver.ok and (source is None or source["ok"]), source=source, max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
+        ok=ver.ok and network["ok"] and (source is None or source["ok"]), source=source, network=network, max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
         total_ms=total.median_ms, total_min_ms=total.min_ms, total_spread_ms=total.spread_ms, repeats=total.repeats,
         noisy=any(t.stats.noisy for t in timings),
         kernels=[{**t.row(), "schedule": state.schedule(t.name).kind, **_vs_tuned(t.stats, tuned.get(t.name))}
@@ -115,6 +125,20 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
         outputs={t: {"max_abs_error": a, "max_rel_error": r} for t, (a, r) in ver.per_output.items()})
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     return report
+
+
+def _network(prog: Program, target: dict, seed: int, out: Path, say: Callable[[str], None],
+             rtol: float = 1e-4) -> dict:
+    """Build the network as one Relax VM module, check it on the verification's inputs against
+    the reference, export it to ``out / network.so``; its entry of the report."""
+    say(f"building {NETWORK_SO} (one Relax VM module), checking it")
+    values = prog.graph.random_inputs(seed)
+    net = build_network(prog, values, target)
+    per = output_errors(net.run(values), prog.graph.reference(values))
+    rel = max(r for _, r in per.values())
+    net.export(str(out / NETWORK_SO))
+    return {**call_signature(net), "max_abs_error": max(e for e, _ in per.values()), "max_rel_error": rel,
+            "ok": rel < rtol, "memory": net.memory.row()}
 
 
 def _source_check(session: Session, state: State, built: Any, seed: int, say: Callable[[str], None],

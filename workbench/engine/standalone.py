@@ -1,11 +1,14 @@
 """A replayed program as one runnable network, next to ``kernels.so``.
 
-``replay`` writes ``network.json`` (the kernels in order, each with its argument buffers; every
-buffer's stored shape; which buffers are the graph's inputs and outputs) and ``constants.npz``
-(the weights already in their stored layouts: an imported model's own, a zoo model's seeded
-random ones, the very values the replay verified with). ``load_network(REPLAY_DIR)`` gives a
-``Network``: call it with NumPy arrays or torch tensors (passed by DLPack, with no copy, when
-they are contiguous float32), get the outputs in their original layouts. The command line is
+``replay`` writes ``network.so`` (the whole network as one Relax VM module, ``relaxnet``: plain
+TVM runs it), ``network.json`` (the kernels in order, each with its argument buffers; every
+buffer's stored shape; which buffers are the graph's inputs and outputs; ``vm``: how
+``network.so`` is called) and ``constants.npz`` (the weights already in their stored layouts: an
+imported model's own, a zoo model's seeded random ones, the very values the replay verified
+with). ``load_network(REPLAY_DIR)`` gives a ``Network`` that runs ``network.so`` (a folder
+written before it existed runs ``kernels.so`` kernel by kernel from Python): call it with NumPy
+arrays or torch tensors (passed by DLPack, with no copy, when they are contiguous float32), get
+the outputs in their original layouts. The command line is
 ``python -m workbench run REPLAY_DIR --input x.npy --out y.npy``.
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import tvm
@@ -22,37 +25,44 @@ import tvm
 from .errors import BuildError, SessionError
 from .lower import stored_constants
 from .program import Program, _first
+from .relaxnet import NETWORK_SO
 
 __all__ = ["NETWORK_FORMAT", "write_network", "load_network", "Network"]
 
 NETWORK_FORMAT = "alt-workbench-network"
 
 
-def write_network(program: Program, values: Mapping[str, np.ndarray], out_dir: str | Path) -> None:
+def write_network(program: Program, values: Mapping[str, np.ndarray], out_dir: str | Path,
+                  vm: Mapping | None = None) -> None:
     """Write ``network.json`` and ``constants.npz`` of ``program`` (constants taken from
-    ``values``, e.g. ``graph.random_inputs(seed)``) into ``out_dir``."""
+    ``values``, e.g. ``graph.random_inputs(seed)``) into ``out_dir``; ``vm`` is how
+    ``network.so`` is called (``relaxnet.call_signature``), when one is written."""
     plan, graph = program.plan, program.graph
     inputs = {b.tensor: b.name for b in plan.buffers.values() if b.source == "input"}
     spec = {"format": NETWORK_FORMAT, "version": 1, "graph": graph.name,
             "kernels": [{"name": k.name, "args": [*k.inputs, *k.outputs]} for k in plan.kernels],
             "buffers": {b.name: list(b.layout.shape) for b in plan.buffers.values() if b.source != "input"},
             "inputs": {t: {"buffer": b, "shape": list(graph.tensors[t].shape)} for t, b in inputs.items()},
-            "outputs": dict(plan.outputs)}
+            "outputs": dict(plan.outputs), **({"vm": dict(vm)} if vm else {})}
     out = Path(out_dir)
     np.savez(out / "constants.npz", **stored_constants(plan, dict(values)))
     (out / "network.json").write_text(json.dumps(spec, indent=1) + "\n")
 
 
+#: runs the network on the inputs (device tensors by input name); the outputs by name
+Executor = Callable[[dict[str, tvm.runtime.Tensor]], dict[str, tvm.runtime.Tensor]]
+
+
 @dataclass
 class Network:
-    """The whole tuned graph as one callable (see the module docstring)."""
+    """The whole tuned graph as one callable (see the module docstring); ``engine`` says what
+    runs it: ``"relax-vm"`` (``network.so``) or ``"kernel-loop"`` (``kernels.so`` from Python)."""
 
     name: str
     inputs: dict[str, tuple[int, ...]]
     outputs: tuple[str, ...]
-    _spec: dict
-    _lib: Any
-    _bufs: dict[str, tvm.runtime.Tensor]
+    engine: str
+    _execute: Executor
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Run on the inputs (by position in ``inputs`` order, or by name); return each output,
@@ -63,21 +73,49 @@ class Network:
         if unknown := [t for t in given if t not in self.inputs]:
             raise SessionError(f"{self.name}: no input named {unknown[0]!r} (inputs: {_shapes(self.inputs)})")
         torch_in = any(type(v).__module__.startswith("torch") for v in given.values())
-        bufs = dict(self._bufs)
-        for t, v in given.items():
-            bufs[self._spec["inputs"][t]["buffer"]] = _device(v, self.inputs[t], t)
-        for b in self._spec["outputs"].values():  # fresh each call: the caller keeps what it got
-            bufs[b] = _zeros(self._spec["buffers"][b])
-        for k in self._spec["kernels"]:
-            try:
-                self._lib[k["name"]](*(bufs[a] for a in k["args"]))
-            except Exception as e:  # noqa: BLE001 - TVM raises several types
-                raise BuildError(f"kernel {k['name']} failed to run: {_first(e)}") from None
+        outs = self._execute({t: _device(v, self.inputs[t], t) for t, v in given.items()})
         if torch_in:
             import torch
 
-            return {t: torch.from_dlpack(bufs[b]) for t, b in self._spec["outputs"].items()}
-        return {t: bufs[b].numpy() for t, b in self._spec["outputs"].items()}
+            return {t: torch.from_dlpack(v) for t, v in outs.items()}
+        return {t: v.numpy() for t, v in outs.items()}
+
+
+def _kernel_loop(spec: dict, lib: Any, consts: Mapping[str, np.ndarray]) -> Executor:
+    """The kernels of ``kernels.so`` called one by one on buffers made once."""
+    # zeros, as ``Built.run`` gives: a padded layout's margins are read as zeros
+    bufs = {b: tvm.runtime.tensor(np.ascontiguousarray(consts[b], dtype="float32")) if b in consts
+            else _zeros(shape) for b, shape in spec["buffers"].items()}
+
+    def execute(given: dict[str, tvm.runtime.Tensor]) -> dict[str, tvm.runtime.Tensor]:
+        now = dict(bufs)
+        for t, v in given.items():
+            now[spec["inputs"][t]["buffer"]] = v
+        for b in spec["outputs"].values():  # fresh each call: the caller keeps what it got
+            now[b] = _zeros(spec["buffers"][b])
+        for k in spec["kernels"]:
+            try:
+                lib[k["name"]](*(now[a] for a in k["args"]))
+            except Exception as e:  # noqa: BLE001 - TVM raises several types
+                raise BuildError(f"kernel {k['name']} failed to run: {_first(e)}") from None
+        return {t: now[b] for t, b in spec["outputs"].items()}
+
+    return execute
+
+
+def _relax_vm(vm_spec: dict, mod: Any) -> Executor:
+    """``network.so``'s ``main`` on the Relax VM (outputs fresh each call)."""
+    main = tvm.relax.VirtualMachine(mod, tvm.cpu())["main"]
+    order, outputs = list(vm_spec["inputs"]), list(vm_spec["outputs"])
+
+    def execute(given: dict[str, tvm.runtime.Tensor]) -> dict[str, tvm.runtime.Tensor]:
+        try:
+            got = main(*(given[t] for t in order))
+        except Exception as e:  # noqa: BLE001 - TVM raises several types
+            raise BuildError(f"{NETWORK_SO} failed to run: {_first(e)}") from None
+        return dict(zip(outputs, got))
+
+    return execute
 
 
 def _zeros(shape: list[int]) -> tvm.runtime.Tensor:
@@ -105,12 +143,28 @@ def _device(value: Any, shape: tuple[int, ...], name: str) -> tvm.runtime.Tensor
 
 
 def load_network(replay_dir: str | Path) -> Network:
-    """The network a replay wrote to ``replay_dir`` (``kernels.so``, ``network.json``,
-    ``constants.npz``). Raises ``SessionError`` naming what is missing or malformed."""
+    """The network a replay wrote to ``replay_dir``: ``network.so`` with ``network.json``, or
+    (a folder written before ``network.so`` existed) ``kernels.so``, ``network.json`` and
+    ``constants.npz``. Raises ``SessionError`` naming what is missing or malformed."""
     d = Path(replay_dir)
-    missing = [f for f in ("kernels.so", "network.json", "constants.npz") if not (d / f).is_file()]
-    if missing:
-        raise SessionError(f"{d} is not a replay folder with a runnable network: no {', '.join(missing)} "
+    spec = _spec(d)
+    inputs = {t: tuple(v["shape"]) for t, v in spec["inputs"].items()}
+    name = spec.get("graph", d.name)
+    if (d / NETWORK_SO).is_file() and "vm" in spec:
+        return Network(name, inputs, tuple(spec["vm"]["outputs"]), "relax-vm",
+                       _relax_vm(spec["vm"], tvm.runtime.load_module(str(d / NETWORK_SO))))
+    if missing := [f for f in ("kernels.so", "constants.npz") if not (d / f).is_file()]:
+        raise SessionError(f"{d} is not a replay folder with a runnable network: no {NETWORK_SO}, "
+                           f"{', '.join(missing)} (run `python -m workbench replay SESSION --out DIR` first)")
+    with np.load(d / "constants.npz") as npz:
+        consts = {k: npz[k] for k in npz.files}
+    return Network(name, inputs, tuple(spec["outputs"]), "kernel-loop",
+                   _kernel_loop(spec, tvm.runtime.load_module(str(d / "kernels.so")), consts))
+
+
+def _spec(d: Path) -> dict:
+    if not (d / "network.json").is_file():
+        raise SessionError(f"{d} is not a replay folder with a runnable network: no network.json "
                            "(run `python -m workbench replay SESSION --out DIR` first)")
     try:
         spec = json.loads((d / "network.json").read_text())
@@ -119,11 +173,4 @@ def load_network(replay_dir: str | Path) -> Network:
         ok = False
     if not ok:
         raise SessionError(f"{d / 'network.json'} is not a network description written by replay")
-    lib = tvm.runtime.load_module(str(d / "kernels.so"))
-    with np.load(d / "constants.npz") as npz:
-        consts = {k: npz[k] for k in npz.files}
-    # zeros, as ``Built.run`` gives: a padded layout's margins are read as zeros
-    bufs = {b: tvm.runtime.tensor(np.ascontiguousarray(consts[b], dtype="float32")) if b in consts
-            else _zeros(shape) for b, shape in spec["buffers"].items()}
-    return Network(spec.get("graph", d.name), {t: tuple(v["shape"]) for t, v in spec["inputs"].items()},
-                   tuple(spec["outputs"]), spec, lib, bufs)
+    return spec
