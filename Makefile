@@ -37,9 +37,10 @@ run: venv
 test: venv browser
 	$(PY) -m pytest -q --durations=10 $(PYTEST_ARGS)
 
-# No Chromium, no MetaSchedule or joint tuning, no test marked slow (pyproject.toml lists the markers).
+# No Chromium, no MetaSchedule or joint tuning, no test marked slow (pyproject.toml lists the markers),
+# on two worker processes (pytest-xdist): TVM's builds are single-threaded.
 test-fast: venv
-	$(PY) -m pytest -q --durations=10 -m "not browser and not tuning and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --durations=10 -m "not browser and not tuning and not slow" $(PYTEST_ARGS)
 
 bench: venv
 	$(PY) -m workbench bench

@@ -267,6 +267,7 @@ def test_a_run_folder_from_before_the_columns_were_renamed_is_refused(tmp_path):
     assert not (tmp_path / "results.csv").exists()
 
 
+@pytest.mark.slow
 def test_budget_zero_measures_the_expert_schedules_alone(tmp_path):
     """No tuner runs: the expert schedule against PyTorch and NumPy and the FMA kernel, interleaved
     as ever, and the machine's state recorded."""

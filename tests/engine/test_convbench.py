@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 
+import pytest
 from tvm.script import tirx as T
 
 from workbench.engine import convbench
@@ -25,6 +26,7 @@ def test_each_case_has_its_conversions_there_and_back():
     assert {c.preset for c in convbench.CASES} == {"blocked", "channels_last", "alt_tiled"}
 
 
+@pytest.mark.slow
 def test_the_benchmark_checks_and_times_every_conversion_against_a_copy(tmp_path, monkeypatch):
     from workbench.engine import convbench as cb
 
@@ -44,6 +46,7 @@ def test_the_benchmark_checks_and_times_every_conversion_against_a_copy(tmp_path
     assert "copy ceiling 10.0 GB/s" in md and md.count("| tiny_") == len(rows)
 
 
+@pytest.mark.slow
 def test_each_conversion_is_batched_beyond_the_bytes_asked_for(tmp_path, monkeypatch):
     from workbench.engine import convbench as cb
 

@@ -75,6 +75,7 @@ def test_a_builtin_network_computes_what_pytorch_computes(name):
     ("bert_layer", {"GMM": 8, "bias_add": 6, "reshape": 4, "transpose": 4, "add": 2, "layer_norm": 2, "scale": 1,
                     "softmax": 1, "gelu": 1}),
 ])
+@pytest.mark.slow
 def test_a_builtin_network_has_the_documented_ops(name, expected):
     graph = zoo.load(name)
     assert Counter(n.label for n in graph.nodes) == expected

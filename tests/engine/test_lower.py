@@ -22,6 +22,9 @@ TARGET = {"kind": "llvm", "num-cores": 2}
 #: the 1024^3 GMM default is slow to run unscheduled; 50 rows also make nkn's m=16 pad
 SMALL = {"gmm": {"m": 50, "n": 48, "k": 32}}
 PRESETS = {"conv": ("channels_last", "blocked", "alt_tiled"), "matmul": ("blocked", "nkn")}
+#: models whose preset cases take seconds each: the fast lane (``make test-fast``) lowers them in
+#: their default layouts only
+HEAVY = {"bert_tiny_layer", "c3d", "mv2_block", "r18_block"}
 
 
 def _complex(g, family):
@@ -49,7 +52,8 @@ def _book(g, preset):
     return book
 
 
-@pytest.mark.parametrize("model, preset", list(_cases()), ids=lambda v: str(v))
+@pytest.mark.parametrize("model, preset", [pytest.param(m, p, marks=pytest.mark.slow) if m in HEAVY and p else (m, p)
+                                           for m, p in _cases()], ids=lambda v: str(v))
 def test_model_under_preset_matches_the_reference(model, preset):
     g = zoo.load(model, **SMALL.get(model, {}))
     book = _book(g, preset)

@@ -191,6 +191,7 @@ def test_library_gemms_are_reference_points_on_the_roofline():
     assert reference_points(FAKE) == []
 
 
+@pytest.mark.slow
 def test_ceilings_are_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ALT_WORKBENCH_CACHE", str(tmp_path))
     target = {"kind": "llvm", "num-cores": 2}

@@ -12,6 +12,8 @@ from workbench.engine.session import load, replay
 from workbench.engine.standalone import load_network
 
 SESSIONS = sorted((Path(__file__).resolve().parents[2] / "sessions").glob("*.json"))
+#: examples that take seconds to replay: the fast lane (``make test-fast``) replays the others
+SLOW = {"bert_tiny_layer", "gmm_nkn", "mv2_block", "r18_stem_blocked16", "r18_stem_nchw", "r18_stem_nhwc"}
 
 
 def test_there_is_a_session_per_zoo_model():
@@ -21,7 +23,8 @@ def test_there_is_a_session_per_zoo_model():
     assert models == set(MODELS)
 
 
-@pytest.mark.parametrize("path", SESSIONS, ids=[p.stem for p in SESSIONS])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] * (p.stem in SLOW))
+                                  for p in SESSIONS])
 def test_example_session_replays_ok(path, tmp_path):
     session = load(path)
     report = replay_to(session, tmp_path)

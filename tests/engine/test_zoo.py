@@ -161,6 +161,7 @@ def _same_graph(got, want) -> None:
         np.testing.assert_array_equal(got.values[name], value, err_msg=name)
 
 
+@pytest.mark.slow
 def test_two_networks_import_at_once_from_two_threads():
     """torch.export is not thread-safe: two imports started together (a model switch while another
     tab imports) corrupt each other ("ProxyTorchDispatchMode slot already occupied", "Trying to pop
