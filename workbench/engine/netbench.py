@@ -3,16 +3,30 @@ network (ResNet-18, MobileNet-V2, a BERT-base encoder layer; batch 1), in one ru
 
 - ``ours``: the joint layout+loop tuner over the whole graph at a total budget of B measurements
   (equal kernels tuned once, the budget shared by FLOPs: ``stages.tune_session``), the replayed
-  program run kernel after kernel;
-- ``torch``: PyTorch eager (no autograd), the faster of NCHW and channels-last;
+  program run kernel after kernel; ``ours_tuning_min``: the wall time of its tuning;
+- the engines a user would deploy on a CPU, set up as users run them (``engines``):
+  ``openvino``, ``onnxruntime`` (both on the module exported to ONNX), ``torch_compile``
+  (``torch_compile_compile_s``: making it, the compile included) and ``torch``, PyTorch eager (no
+  autograd, the faster of NCHW and channels-last). ``best_engine`` is the fastest of these four
+  (``ENGINES``) in the interleaved rounds, ``ours_vs_best_engine`` ours against it;
 - ``tvm_untuned``: TVM's own Relax pipeline (``relax.get_default_pipeline``: legalize, fuse) with
-  no tuning; ``tvm_metaschedule``: ``relax.pipeline.static_shape_tuning_pipeline`` at the same
-  total budget B;
-- ``onnxruntime``: the module exported to ONNX, ONNX Runtime's CPU provider.
+  no tuning; ``tvm_metaschedule``: ``relax.pipeline.static_shape_tuning_pipeline`` with
+  ``cpu_weight_prepack``, pass by pass, at least as many measurements per task as ours had
+  (``tvm_metaschedule_tuning_min``: its tuning's wall time). Neither counts as an engine.
 
 All take the same seeded weights and input; every output is checked against PyTorch's
-(``max_abs_err`` is ours). After tuning, every contender is timed again interleaved
-(``interleave.remeasure``), as in the single-operator benchmark. Ratios above 1: ours is faster.
+(``max_abs_err`` is ours, ``*_err`` the others'). After tuning, every contender is timed again
+interleaved (``interleave.remeasure``), as in the single-operator benchmark; PyTorch, torch.compile,
+ONNX Runtime and OpenVINO in the timing sidecar. Ratios above 1: ours is faster. A contender that
+fails is named in ``missing`` with its reason (and ``*_error``) and the run goes on.
+
+Peak memory: ``onnxruntime_peak_mb`` is the peak RSS growth of a process of its own while ONNX
+Runtime makes and runs a session (``engines.onnxruntime_peak_mb``); ``ours_peak_mb`` comes from
+``ours_peak_mb``: for now the total bytes of the buffers the Python executor allocates (weights,
+inputs and every intermediate, none reused), not a planned peak.
+
+Where a network loses, op by op: ``NAME_by_op.csv`` puts ours kernel by kernel beside ONNX
+Runtime's per-node profile and OpenVINO's per-layer counters, matched to our ops (``byop``).
 """
 
 from __future__ import annotations
@@ -20,8 +34,9 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
@@ -29,13 +44,29 @@ from .bench import Sidecar, _fmt, _geomean, call_timer, machine_name, write_tabl
 from .interleave import ROUNDS, Timer, remeasure
 from .targets import target_cores
 
-__all__ = ["CONTENDERS", "KERNEL_COLUMNS", "NETWORK_COLUMNS", "NETWORK_NAMES", "run_network_bench", "write_kernel_times",
-           "write_network_results"]
+if TYPE_CHECKING:
+    from .byop import EngineProfile
+
+__all__ = ["CONTENDERS", "ENGINES", "KERNEL_COLUMNS", "NETWORK_COLUMNS", "NETWORK_NAMES", "best_engine",
+           "ours_peak_mb", "run_network_bench", "write_by_op", "write_kernel_times", "write_network_results"]
 
 NETWORK_NAMES = ("resnet18", "mobilenet_v2", "bert_layer")
-NETWORK_COLUMNS = ("network", "budget", "ours_ms", "torch_ms", "tvm_untuned_ms", "tvm_metaschedule_ms",
-                   "onnxruntime_ms", "ours_vs_torch", "ours_vs_tvm_metaschedule", "max_abs_err")
-CONTENDERS = ("ours", "torch", "tvm_untuned", "tvm_metaschedule", "onnxruntime")
+NETWORK_COLUMNS = ("network", "budget", "ours_vs_best_engine", "best_engine", "best_engine_ms", "ours_ms",
+                   "openvino_ms", "onnxruntime_ms", "torch_compile_ms", "torch_ms", "tvm_untuned_ms",
+                   "tvm_metaschedule_ms", "ours_vs_torch", "ours_vs_tvm_metaschedule", "ours_tuning_min",
+                   "tvm_metaschedule_tuning_min", "torch_compile_compile_s", "ours_peak_mb", "onnxruntime_peak_mb",
+                   "max_abs_err", "missing")
+CONTENDERS = ("ours", "torch", "torch_compile", "openvino", "onnxruntime", "tvm_untuned", "tvm_metaschedule")
+#: the Markdown table's columns
+SHOWN = ("network", "budget", "ours_vs_best_engine", "best_engine", "best_engine_ms", "ours_ms", "openvino_ms",
+         "onnxruntime_ms", "torch_compile_ms", "torch_ms", "tvm_metaschedule_ms", "ours_vs_tvm_metaschedule",
+         "ours_tuning_min", "tvm_metaschedule_tuning_min", "ours_peak_mb", "onnxruntime_peak_mb", "missing")
+#: the engines a user would deploy instead of ours; ``best_engine`` is the fastest of them
+ENGINES = ("openvino", "onnxruntime", "torch_compile", "torch")
+#: how the tables name each contender
+LABELS = {"ours": "ours", "torch": "PyTorch eager", "torch_compile": "torch.compile", "openvino": "OpenVINO",
+          "onnxruntime": "ONNX Runtime", "tvm_untuned": "TVM Relax (untuned)",
+          "tvm_metaschedule": "TVM Relax + MetaSchedule"}
 
 
 def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target: dict, x: np.ndarray,
@@ -148,16 +179,20 @@ def _vm_timer(mod: Any, target: dict, x: np.ndarray, pipeline: Any) -> tuple[Tim
     return call_timer(lambda: vm["main"](arg)), (out[0] if isinstance(out, (list, tuple)) else out).numpy()
 
 
-def _tvm_metaschedule(mod: Any, target: dict, x: np.ndarray, budget: int, work: Path) -> tuple[Timer, np.ndarray]:
-    """TVM's ``relax.pipeline.static_shape_tuning_pipeline``, pass by pass, with MetaSchedule's
-    own defaults but for two things, so that it gets a fair share of the budget:
+def _tvm_metaschedule(mod: Any, target: dict, x: np.ndarray, budget: int, work: Path,
+                      per_task: int | None = None) -> tuple[Timer, np.ndarray]:
+    """TVM's ``relax.pipeline.static_shape_tuning_pipeline(..., cpu_weight_prepack=True)``, pass
+    by pass, with MetaSchedule's own defaults but for three things, so that it gets a fair share:
 
     - its build and run workers start with the tensor intrinsics imported the light way
       (``startup.import_tensor_intrinsics``). With the default workers each build imports them
-      itself, ~30 s on this machine, past the 30 s build timeout: every candidate failed and every
-      kernel kept its default schedule (the networks runs before 2026-11-25-networks-all);
-    - the budget is spread over the tasks (``num_trials_per_iter`` = budget / tasks, as TVM's
-      docstring advises): its default of 64 per iteration spends a budget of 64 on one task."""
+      itself, past the 30 s build timeout: every candidate failed and every kernel kept its
+      default schedule;
+    - each task gets ``per_task`` measurements (ours' per task, ``_ours_per_task``; else budget /
+      tasks), in one iteration: its default of 64 per iteration spends a budget of 64 on one task;
+    - the weights' layout rewrite (``cpu_weight_prepack``: ``AttachAttrLayoutFreeBuffers`` before
+      tuning, ``SplitLayoutRewritePreproc``, ``LiftTransformParams`` and ``FoldConstant`` after)
+      is folded into the constants at build time, as the pipeline's docstring does for CPUs."""
     import tvm
     import tvm.s_tir.meta_schedule as ms
     from tvm import relax
@@ -169,14 +204,28 @@ def _tvm_metaschedule(mod: Any, target: dict, x: np.ndarray, budget: int, work: 
     import_tensor_intrinsics()
     with tgt:
         mod = tvm.transform.Sequential([relax.transform.DecomposeOpsForInference(),
-                                        relax.transform.CanonicalizeBindings(), relax.pipeline.zero_pipeline()])(mod)
-        per_task = max(1, budget // max(1, len(ms.relax_integration.extract_tasks(mod, tgt))))
+                                        relax.transform.CanonicalizeBindings(), relax.pipeline.zero_pipeline(),
+                                        relax.transform.AttachAttrLayoutFreeBuffers()])(mod)
+        tasks = max(1, len(ms.relax_integration.extract_tasks(mod, tgt)))
+        per_task = per_task or max(1, budget // tasks)
         with children_import_workbench():
-            ms.relax_integration.tune_relax(mod, {}, tgt, db, max_trials_global=budget, num_trials_per_iter=per_task,
+            ms.relax_integration.tune_relax(mod, {}, tgt, db, max_trials_global=per_task * tasks,
+                                            max_trials_per_task=per_task, num_trials_per_iter=per_task,
                                             builder=ms.builder.LocalBuilder(initializer=import_tensor_intrinsics),
                                             runner=ms.runner.LocalRunner(initializer=import_tensor_intrinsics))
-        mod = relax.transform.MetaScheduleApplyDatabase(db)(mod)
+        mod = tvm.transform.Sequential([relax.transform.MetaScheduleApplyDatabase(db),
+                                        relax.transform.SplitLayoutRewritePreproc(),
+                                        relax.transform.LiftTransformParams(), relax.transform.FoldConstant()])(mod)
     return _vm_timer(mod, target, x, "default")
+
+
+def _ours_per_task(progress: Path) -> int | None:
+    """Ours' measurements per tuned task, rounded up (from its progress file; None: none)."""
+    from .tuning.progress import read_progress
+
+    rows = [r for r in read_progress(progress) if r.get("task")]
+    tasks = {r["task"] for r in rows}
+    return -(-len(rows) // len(tasks)) if tasks else None
 
 
 def _onnx_export(module: Any, x: np.ndarray, path: Path) -> None:
@@ -186,21 +235,16 @@ def _onnx_export(module: Any, x: np.ndarray, path: Path) -> None:
                       input_names=["x"])
 
 
-def _onnxruntime_output(path: Path, x: np.ndarray) -> np.ndarray:
-    import onnxruntime as ort
+def ours_peak_mb(work: Path) -> float | None:
+    """Ours' peak memory, the hook the Relax VM's planned peak goes in. For now: the total bytes
+    of the buffers the Python executor allocates for the tuned session of ``work`` (weights,
+    inputs, every intermediate, none reused), in MiB; None without a tuned session."""
+    from .session import load, replay
 
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-
-
-def _onnxruntime(path: Path, x: np.ndarray, threads: int) -> Timer:
-    """ONNX Runtime's CPU provider on the exported file (runs in the timing sidecar)."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    feed = {"x": x}
-    return call_timer(lambda: sess.run(None, feed))
+    if not (path := work / "ours_session.json").exists():
+        return None
+    plan = replay(load(path)).scheduled_program().plan
+    return sum(int(np.prod(b.layout.shape)) * 4 for b in plan.buffers.values()) / 2**20
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -214,8 +258,9 @@ def run_network_bench(names: tuple[str, ...], budget: int | tuple[int, ...], out
     """Benchmark each network of ``names`` (see the module docstring; ``options``: a network's
     zoo options, e.g. a shorter sequence); rows as dicts of ``NETWORK_COLUMNS`` plus each
     contender's spread, its error against PyTorch (``*_err``) or why it failed (``*_error``),
-    written after each network, and ours kernel by kernel in ``NAME_kernels.csv``
-    (``write_kernel_times``). ``contenders`` picks some of them (PyTorch always runs).
+    written after each network, ours kernel by kernel in ``NAME_kernels.csv``
+    (``write_kernel_times``) and beside the engines op by op in ``NAME_by_op.csv``
+    (``write_by_op``). ``contenders`` picks some of them (PyTorch always runs).
 
     Several budgets (ascending) give a row per network and budget (kernel tables
     ``NAME_bBUDGET_kernels.csv``); each budget's tuning gets the smaller budgets' tuned networks as
@@ -225,7 +270,7 @@ def run_network_bench(names: tuple[str, ...], budget: int | tuple[int, ...], out
     threads = target_cores(target)
     budgets = tuple(sorted(budget)) if isinstance(budget, tuple) else (budget,)
     rows: list[dict] = []
-    with Sidecar() as sidecar:  # PyTorch and ONNX Runtime timed in a process of their own (see Sidecar)
+    with Sidecar() as sidecar:  # PyTorch and the engines timed in a process of their own (see Sidecar)
         for name in names:
             seeds: dict[str, Any] = {}
             for b in budgets:
@@ -240,12 +285,20 @@ def run_network_bench(names: tuple[str, ...], budget: int | tuple[int, ...], out
     return rows
 
 
+def _failure(e: Exception) -> str:
+    """A contender's failure in a line: the sidecar's report as it came, else the error's type and text."""
+    text, sidecar = str(e), "the timing sidecar failed: "
+    if text.startswith(sidecar):
+        return text.removeprefix(sidecar).splitlines()[0][:200]
+    return f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
 def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict, rounds: int,
                  say: Callable[[str], None], sidecar: Any, threads: int, contenders: tuple[str, ...],
                  tag: str = "", seeds: Mapping[str, Any] | None = None) -> dict:
     from tvm import relax
 
-    from . import networks
+    from . import engines, networks
 
     module, example = getattr(networks, name)(**opts)
     x = np.random.default_rng(1).uniform(-1.0, 1.0, tuple(example[0].shape)).astype("float32")
@@ -257,36 +310,117 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
     timers: dict[str, Timer] = {"torch": sidecar.timer(_torch, name, opts, x, threads)}
     mod = _relax(module, x)
     onnx_path = work / "model.onnx"
+    kernels_csv = out_dir / f"{name}{tag}_kernels.csv"
 
-    def onnxruntime() -> tuple[Timer, np.ndarray]:
-        _onnx_export(module, x, onnx_path)
-        return sidecar.timer(_onnxruntime, onnx_path, x, threads), _onnxruntime_output(onnx_path, x)
+    def exported() -> Path:
+        if not onnx_path.exists():
+            _onnx_export(module, x, onnx_path)
+        return onnx_path
 
-    others: dict[str, Callable[[], tuple[Timer, np.ndarray]]] = {
-        "ours": lambda: _ours(name, opts, budget, work, target, x, out_dir / f"{name}{tag}_kernels.csv", seeds),
+    def in_sidecar(make: Callable[..., Timer], *args: Any) -> tuple[Timer, float | None]:
+        t = sidecar.timer(make, *args, threads, want)
+        return t, engines.label_error(t.label)
+
+    makers: dict[str, Callable[[], tuple[Timer, Any]]] = {
+        "ours": lambda: _ours(name, opts, budget, work, target, x, kernels_csv, seeds),
+        "torch_compile": lambda: in_sidecar(engines.torch_compile_timer, name, opts, x),
+        "openvino": lambda: in_sidecar(engines.openvino_timer, exported(), x),
+        "onnxruntime": lambda: in_sidecar(engines.onnxruntime_timer, exported(), x),
         "tvm_untuned": lambda: _vm_timer(mod, target, x, relax.get_default_pipeline),
-        "tvm_metaschedule": lambda: _tvm_metaschedule(mod, target, x, budget, work),
-        "onnxruntime": onnxruntime}
-    for k, make in others.items():
+        "tvm_metaschedule": lambda: _tvm_metaschedule(mod, target, x, budget, work,
+                                                      _ours_per_task(work / "ours_progress.jsonl"))}
+    missing: dict[str, str] = {}
+    for k, make in makers.items():
         if k not in contenders:
             continue
         say(f"{name}: {k}" + (f", budget {budget}" if k in ("ours", "tvm_metaschedule") else ""))
+        start, started = time.perf_counter(), time.time()
         try:
             timers[k], out = make()
         except Exception as e:  # noqa: BLE001 - a contender that fails is reported, the others still run
-            row[f"{k}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            row[f"{k}_error"] = missing[k] = _failure(e)
             continue
-        row[f"{k}_err"] = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
+        spent = time.perf_counter() - start
+        if k == "ours" and (saved := work / "ours_session.json").exists():  # saved the moment tuning returned
+            row["ours_tuning_min"] = (saved.stat().st_mtime - started) / 60
+        row.update({"tvm_metaschedule": {"tvm_metaschedule_tuning_min": spent / 60},
+                    "torch_compile": {"torch_compile_compile_s": spent}}.get(k, {}))
+        row[f"{k}_err"] = out if out is None or isinstance(out, float) else float(
+            np.max(np.abs(np.asarray(out, np.float64) - want)))
     say(f"{name}: {', '.join(timers)} again, interleaved, {rounds} rounds")
     got = remeasure(timers, rounds)
     row.update({f"{k}_ms": got[k].median_ms if k in got else None for k in CONTENDERS})
     row.update({f"{k}_spread": got[k].relative_spread for k in got})
+    row.update(best_engine({k: row[f"{k}_ms"] for k in CONTENDERS}))
     row["ours_vs_torch"] = _ratio(row["torch_ms"], row["ours_ms"])
     row["ours_vs_tvm_metaschedule"] = _ratio(row["tvm_metaschedule_ms"], row["ours_ms"])
     row["max_abs_err"] = row.pop("ours_err", None)
     row["reference_max_abs"] = float(np.max(np.abs(want)))
     row["noisy"] = ", ".join(k for k in got if got[k].noisy)
+    say(f"{name}: peak memory and the engines' profiles, op by op")
+    if "ours" in timers:
+        row["ours_peak_mb"] = ours_peak_mb(work)
+    if "onnxruntime" in timers:
+        try:
+            row["onnxruntime_peak_mb"] = engines.in_fresh_process(engines.onnxruntime_peak_mb, onnx_path, x, threads)
+        except Exception as e:  # noqa: BLE001 - a figure that cannot be had is named, the row stays
+            missing["onnxruntime_peak_mb"] = _failure(e)
+    if "ours" in timers and onnx_path.exists() and kernels_csv.exists():
+        try:
+            profiles = engines.in_fresh_process(engines.profiles, onnx_path, x, threads)
+            missing.update({f"{k} profile": p["error"] for k, p in profiles.items() if "error" in p})
+            write_by_op(out_dir / f"{name}{tag}_by_op.csv", [(n.name, n.type) for n in _graph(name, opts).nodes],
+                        kernels_csv, engines.onnx_nodes(onnx_path),
+                        {k: (p["times"], p["to_onnx"]) for k, p in profiles.items() if "error" not in p})
+        except Exception as e:  # noqa: BLE001 - the by-op table is named missing, the row stays
+            missing["by-op table"] = _failure(e)
+    row["missing"] = "; ".join(f"{LABELS.get(k, k)} ({why})" for k, why in missing.items())
     return row
+
+
+def _graph(name: str, opts: Mapping[str, int]) -> Any:
+    """Our graph of built-in network ``name`` (the one ours' session tunes)."""
+    from . import zoo
+
+    return zoo.load(name, **opts)
+
+
+def best_engine(medians: Mapping[str, float | None]) -> dict[str, Any]:
+    """``best_engine`` (the fastest of ``ENGINES`` measured), ``best_engine_ms`` and
+    ``ours_vs_best_engine`` from the contenders' re-measured medians (above 1: ours is faster).
+
+    >>> best_engine({"ours": 2.0, "openvino": 3.0, "onnxruntime": 2.5, "torch": None, "tvm_untuned": 1.0})
+    {'best_engine': 'onnxruntime', 'best_engine_ms': 2.5, 'ours_vs_best_engine': 1.25}
+    """
+    got = {k: v for k, v in medians.items() if k in ENGINES and v}
+    best = min(got, key=got.__getitem__) if got else None
+    ms = got.get(best) if best else None
+    return {"best_engine": best, "best_engine_ms": ms, "ours_vs_best_engine": _ratio(ms, medians.get("ours"))}
+
+
+#: the by-op table's last row: what did not map
+BY_OP_UNMAPPED = "unmapped"
+
+
+def write_by_op(path: Path, ours: list[tuple[str, str]], kernels_csv: Path, onnx_nodes: list,
+                engine_profiles: Mapping[str, "EngineProfile"]) -> list[dict]:
+    """``NAME_by_op.csv``: ours kernel by kernel (``kernels_csv``, ``write_kernel_times``' table)
+    beside each engine's own per-node times, one row per segment of our graph
+    (``byop.by_op_rows``); a last row names, per engine, the nodes that did not map and their ms."""
+    from .byop import BY_OP_COLUMNS, by_op_rows
+
+    with Path(kernels_csv).open() as f:
+        kernels = list(csv.DictReader(f))
+    rows, unmapped = by_op_rows(ours, kernels, onnx_nodes, engine_profiles)
+    lost = {"op": BY_OP_UNMAPPED, "type": "", "ours_kernels": "", "onnx_nodes": " ".join(unmapped.get("onnx", ()))}
+    for engine, (times, _) in engine_profiles.items():
+        lost[f"{engine}_ms"] = sum(times[n] for n in unmapped.get(engine, ())) or None
+        lost["onnx_nodes"] += "".join(f" {engine}:{n}" for n in unmapped.get(engine, ()))
+    with Path(path).open("w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=BY_OP_COLUMNS)
+        wr.writeheader()
+        wr.writerows({k: _fmt(r.get(k)) for k in BY_OP_COLUMNS} for r in [*rows, lost])
+    return rows
 
 
 def write_network_results(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
@@ -300,7 +434,9 @@ def write_network_results(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
         return summary_ratio([r.get(key) for r in rows], "network")
 
     heading = (f"Machine: {machine_name()}; batch 1; budget {rows[0]['budget'] if rows else ''} measurements per "
-               "network for each tuner. Times are medians of interleaved rounds after tuning.")
-    footer = (f"Geometric mean, ours vs PyTorch: {gm('ours_vs_torch')}; ours vs TVM Relax + MetaSchedule: "
-              f"{gm('ours_vs_tvm_metaschedule')} (above 1: ours is faster).")
-    return write_tables(out_dir, "networks", [*NETWORK_COLUMNS, *extra], rows, heading, footer, NETWORK_COLUMNS)
+               "network for each tuner. Times are medians of interleaved rounds after tuning; the best engine is "
+               "the fastest of OpenVINO, ONNX Runtime, torch.compile and PyTorch eager.")
+    footer = (f"Geometric mean, ours vs the best engine: {gm('ours_vs_best_engine')}; ours vs PyTorch: "
+              f"{gm('ours_vs_torch')}; ours vs TVM Relax + MetaSchedule: {gm('ours_vs_tvm_metaschedule')} "
+              "(above 1: ours is faster).")
+    return write_tables(out_dir, "networks", [*NETWORK_COLUMNS, *extra], rows, heading, footer, SHOWN)
