@@ -1,7 +1,9 @@
 """ALT Workbench: ``python -m workbench.app`` (``make run``) or ``streamlit run workbench/app.py``.
 
 The entry point: page config, the sidebar every page shares (model, target, undo/redo) and
-``st.navigation`` over the pages. A new tab opens on ``r18_stem`` with a fresh session.
+``st.navigation`` over the pages. A new tab opens on ``r18_stem`` with a fresh session; a URL with
+a workspace id (``?ws=``, kept across page switches) opens that tab's work again. An error in
+the sidebar or a page shows as one line, and the tab's work is saved after every run.
 
 ``python -m workbench.app [streamlit flags]`` serves the app like ``streamlit run`` and imports
 the engine (TVM, PyTorch: about 4 s) in a thread while the server starts, so the first tab
@@ -102,7 +104,7 @@ st.html("""<style>
 })();
 </script>""", unsafe_allow_javascript=True)
 _state.init()
-_state.keep_widgets()
+_state.keep_url()
 
 
 def _keep_model(model: str) -> None:
@@ -113,7 +115,8 @@ def model_picker(model: str) -> None:
     """The zoo model or network; the open session decides what it shows (an imported model's file
     too). Switching with unsaved actions asks first (the session would be replaced by a fresh one)."""
     models = [*zoo.MODELS, *zoo.NETWORKS] + ([] if model in zoo.MODELS or model in zoo.NETWORKS else [model])
-    if st.session_state.get("model_shown") != model:  # a session of another model was opened
+    # a session of another model was opened (or a run without the sidebar dropped the widget's value)
+    if st.session_state.get("model_shown") != model or "model_pick" not in st.session_state:
         st.session_state.model_pick = st.session_state.model_shown = model
     pick = st.selectbox("Model", models, key="model_pick",
                         help="Every model of the zoo; switching starts a fresh session on it.")
@@ -126,7 +129,8 @@ def model_picker(model: str) -> None:
         yes.button("Discard and switch", key="switch_confirm", on_click=_state.switch_model, args=(pick,))
         no.button(f"Keep {model}", key="switch_cancel", on_click=_keep_model, args=(model,))
     else:
-        _state.switch_model(pick)
+        with st.spinner(f"opening {pick}…"):
+            _state.switch_model(pick)
         st.rerun()
 
 
@@ -158,5 +162,11 @@ PAGES = [
 ]
 
 nav = st.navigation(PAGES)
-sidebar()
-nav.run()
+_state.keep_widgets(nav.url_path)
+try:
+    with _state.guard("the sidebar"):
+        sidebar()
+    with _state.guard(f"the {nav.title} page"):
+        nav.run()
+finally:  # also when the page ends in st.rerun: e.g. a job it started
+    _state.autosave()

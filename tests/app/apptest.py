@@ -39,3 +39,16 @@ def preset_form(app: AppTest) -> AppTest:
 
 def session(app: AppTest):
     return app.session_state["state"].session
+
+
+def tune_loops(app: AppTest, model: str = "c1d", budget: int = 2):
+    """Start the loop-only stage with ``budget`` measurements on ``model`` from the Tuning page;
+    returns the job once it is no longer running."""
+    home(app).selectbox(key="model_pick").set_value(model).run()
+    app.switch_page("pages/tuning.py").run()
+    app.radio(key="tune_stage").set_value("loop").run()
+    app.number_input(key="tune_budget").set_value(budget).run()
+    app.button(key="tune_start").click().run()
+    job = app.session_state["tune_job"]
+    job.wait(timeout=240)
+    return job

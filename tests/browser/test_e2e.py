@@ -4,6 +4,7 @@ the latency and the reference check. The screenshots and timings go to ``test-ar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,9 +31,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path):
-    port = _free_port()
+@contextlib.contextmanager
+def serving(tmp_path: Path, port: int) -> Iterator[str]:
+    """The app served on ``port`` as ``make run`` serves it, its files under ``tmp_path``; yields
+    its URL and stops it on exit (a second ``serving`` on the same folder is a restart)."""
     env = {**os.environ, "ALT_WORKBENCH_SESSIONS": str(tmp_path / "sessions"), "ALT_WORKBENCH_WORK": str(tmp_path / "work")}
     proc = subprocess.Popen([sys.executable, "-m", "workbench.app",
                              "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
@@ -54,6 +57,12 @@ def server(tmp_path):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture
+def server(tmp_path):
+    with serving(tmp_path, _free_port()) as url:
+        yield url
 
 
 def _launch(playwright, tmp_path: Path):

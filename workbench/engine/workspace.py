@@ -1,9 +1,9 @@
-"""A browser tab's work, kept across page reloads: the session (with its redo stack) and the
-measurements made in the tab, autosaved atomically as one JSON file per workspace id.
+"""A browser tab's work, kept across page reloads and server restarts: the session (with its redo
+stack) and the tab's data (measurements, its jobs, kept choices), autosaved atomically as one
+JSON file per workspace id.
 
 The app gives each tab a random id (in the page URL); a reload with the same id restores the
-session and its measured variants. The measurements are kept as plain JSON data: the engine
-does not interpret them.
+session and its data. The data are plain JSON: the engine does not interpret them.
 """
 
 from __future__ import annotations
@@ -43,10 +43,16 @@ def _path(folder: str | os.PathLike, wid: str) -> Path:
     return Path(folder) / f"{wid}.json"
 
 
-def save_workspace(folder: str | os.PathLike, wid: str, session: Session, data: dict[str, Any]) -> Path:
-    """Write the workspace atomically (``data`` must be JSON data)."""
+def save_workspace(folder: str | os.PathLike, wid: str, session: Session, data: dict[str, Any],
+                   unless: str | None = None) -> str:
+    """Write the workspace atomically (``data`` must be JSON data) and return its text; nothing
+    is written when the text is ``unless`` (what the caller wrote last), so saving after every
+    change of a page costs a write only when something changed."""
     doc = {"session": session.to_json(), "redo": [s.to_json() for s in session.redo_stack], "data": data}
-    return write_atomic(_path(folder, wid), json.dumps(doc, default=_scalar) + "\n")
+    text = json.dumps(doc, default=_scalar) + "\n"
+    if text != unless:
+        write_atomic(_path(folder, wid), text)
+    return text
 
 
 def _scalar(x: Any) -> Any:

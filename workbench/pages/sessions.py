@@ -27,7 +27,11 @@ st.caption(f"Current session **{session.name}** on **{zoo.model_label(session.mo
 save_col, open_col = st.columns(2)
 with save_col:
     st.subheader("Save")
-    name = st.text_input("Session name", session.name, key="save_name")
+    # the field follows the open session: after an Open, an Import or a model switch it shows the
+    # new session's name (Streamlit would keep what it showed), and what the user types stays
+    if st.session_state.get("save_name_of") != _state.opened() or "save_name" not in st.session_state:
+        st.session_state.save_name, st.session_state.save_name_of = session.name, _state.opened()
+    name = st.text_input("Session name", key="save_name")
     if st.button("Save", icon=":material/save:", key="save", type="primary"):
         with _state.attempt():
             path = save(state.renamed(name).session, safe_path(_state.SESSIONS_DIR, name))
@@ -102,21 +106,47 @@ replaying = (job := st.session_state.get("replay_job")) is not None and job.runn
 go, halt = st.columns(2)
 if go.button("Replay in a worker", icon=":material/play_arrow:", key="replay", disabled=replaying):
     with _state.attempt():
+        # the folder is named for the session and its revision (``replayed``)
         folder = _state.WORK_DIR / "replay" / owner / f"{session.name}-{session.key()}"
         st.session_state.replay_job = start_job(replay_job_spec(session), folder, owner=owner, queue=queue)
+        st.session_state.replay_of = {"session": session.key(), "name": session.name,
+                                      "model": zoo.model_label(session.model, options=True)}
 if halt.button("Stop the replay", icon=":material/stop:", key="replay_stop", disabled=not replaying):
     with _state.attempt():
         job.stop(owner=owner)
 
 
+def replayed(job: Job) -> dict:
+    """The session revision ``job`` replays: as recorded when it started, or (a job this tab took
+    over from the queue) as its folder names it."""
+    of = st.session_state.get("replay_of")
+    if isinstance(of, dict) and job.dir.name == f"{of.get('name')}-{of.get('session')}":
+        return of
+    name, _, key = job.dir.name.rpartition("-")
+    return {"session": key, "name": name}
+
+
 @st.fragment(run_every=1.0)
 def replay_status() -> None:
+    with _state.guard("the replay's status"):
+        show_replay()
+
+
+def show_replay() -> None:
+    """The tab's replay job: its progress, then its report if it replayed the open session's
+    current revision (else a line saying whose it was)."""
     job: Job | None = st.session_state.get("replay_job")
     if job is None:
         return
     status = job.status()
+    of = replayed(job)
+    whose = "" if _state.current_revision(of) else f" of {of['name']}" + (f" on {of['model']}" if "model" in of else "")
     if status.state in ("queued", "running"):
-        st.info(f"replay {status} (worker pid {job.pid}; {queue.limit} job(s) at a time on this machine)…")
+        st.info(f"replay{whose} {status} (worker pid {job.pid}; {queue.limit} job(s) at a time on this machine)…")
+        return
+    if whose:
+        st.caption(f"The last replay was{whose} as it was then, not of the open session as it is now: replay again "
+                   "for this one.")
         return
     report, out = job.replay_report(), job.dir / "out"
     if report is not None and report.ok:
