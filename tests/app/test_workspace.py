@@ -242,3 +242,28 @@ def test_an_unexpected_error_shows_in_one_line_not_as_a_traceback(at, monkeypatc
     assert not at.exception, at.exception
     assert [e.value for e in at.error] == ["the Graph page failed: ValueError: no figure; reload the page to try again "
                                            "(the tab's work is kept)"]
+
+
+def test_a_model_picked_over_while_it_was_built_is_not_opened(at, monkeypatch):
+    """A slow build finishing after the user picked yet another model (in the browser, an older
+    run still importing) does not replace the session: the newer pick is the one asked about."""
+    import functools
+
+    import streamlit
+
+    from workbench.engine import zoo
+
+    real = zoo.NETWORKS["bert_layer"]
+
+    @functools.wraps(real)
+    def picked_over(**options):
+        streamlit.session_state.model_pick = "gmm"  # the user's next pick, while this one builds
+        return real(seq=8, hidden=32, heads=2)
+
+    monkeypatch.setitem(zoo.NETWORKS, "bert_layer", picked_over)
+    apply_preset(at)
+    home(at).selectbox(key="model_pick").set_value("bert_layer").run()
+    at.button(key="switch_confirm").click().run()
+    assert not at.exception, at.exception
+    assert session(at).model == {"zoo": "r18_stem"} and len(session(at).steps) == 1
+    assert any("Switching to **gmm** replaces this session" in w.value for w in at.warning), [w.value for w in at.warning]

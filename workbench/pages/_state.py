@@ -331,6 +331,8 @@ def switch_model(model: str) -> bool:
                                          f"the session on {old} is unchanged; pick {model} again to retry")
         st.session_state.pop("model_shown", None)  # the picker shows the open model again
         return False
+    if st.session_state.get("model_pick", model) != model:
+        return False  # picked over while it was built: the run of the newer pick opens that one
     open_session(new)
     return True
 
