@@ -102,7 +102,14 @@ def _expert(prog: Program, target: dict) -> tuple[Program, dict[str, list]]:
     return prog.with_funcs({k: apply_steps(prog.funcs[k], s).mod["main"] for k, s in steps.items()}), steps
 
 
-@pytest.mark.parametrize("case,layout", PAIRS, ids=[f"{c}-{lay}" for c, lay in PAIRS])
+#: layouts the fast lane (``make test-fast``) leaves to ``make test``: every case keeps its default
+#: layout and ALT's tiled ones there
+SLOW_LAYOUTS = {"channels_last", "blocked"}
+
+
+@pytest.mark.parametrize("case,layout", [pytest.param(c, lay, id=f"{c}-{lay}",
+                                                      marks=[pytest.mark.slow] * (lay in SLOW_LAYOUTS))
+                                         for c, lay in PAIRS])
 def test_expert_schedule_matches_reference(case: str, layout: str) -> None:
     prog, _ = _expert(_program(case, layout), HOST)
     result = prog.build(HOST).verify()

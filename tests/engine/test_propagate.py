@@ -322,7 +322,8 @@ IDENTITY_LAYOUTS = {
 
 
 @pytest.mark.parametrize("name", list(IDENTITY_LAYOUTS))
-@pytest.mark.parametrize("key", ["data", "data@conv", "conv", "relu", "relu@conv2", "conv2"])
+@pytest.mark.parametrize("key", ["data@conv", "conv"] + [pytest.param(k, marks=pytest.mark.slow)  # fast lane: two keys
+                                                          for k in ("data", "relu", "relu@conv2", "conv2")])
 def test_identity_layouts_produce_zero_conversion_ops(name, key):
     g = _small_conv_graph()
     book = LayoutBook()
