@@ -139,7 +139,7 @@ def test_tune_joint_writes_a_session_that_replays_to_the_tuned_kernels(tmp_path)
     trace, and replays (no tuning) to kernels that match the reference."""
     out = tmp_path / "c1d_tuned.json"
     r = run("tune", str(ROOT / "sessions" / "c1d.json"), "--stage", "joint", "--budget", "6",
-            "--work-dir", str(tmp_path / "work"), "--out", str(out), "--profile")
+            "--work-dir", str(tmp_path / "work"), "--out", str(out), "--profile", "--keep-tuned")
     assert r.returncode == 0, r.stderr
     assert "conv: 6 measurements, " in r.stderr and " layout candidates" in r.stderr  # the plan, first
     # where the time went: the profiler's scopes, each with its share and seconds per measurement

@@ -202,7 +202,9 @@ def test_a_neighbours_layout_is_converted_back_before_an_opaque_kernel(session):
 def test_joint_tuning_a_graph_with_opaque_kernels_does_not_crash(session, tmp_path):
     from workbench.engine.tuning.stages import tune_session
 
-    tuned = tune_session(session, "joint", 2, tmp_path)
+    from workbench.engine.tuning.options import TuneOptions
+
+    tuned = tune_session(session, "joint", 2, tmp_path, TuneOptions(keep_faster=False))
     state = replay(tuned)
     assert [s.target for s in tuned.steps if s.kind == "tuned"] == [state.graph.nodes[0].name]
     assert state.scheduled_program().build().verify().ok

@@ -182,7 +182,7 @@ def tune_network(session: Session, stage: str, budget: int, work_dir: Path, opti
     final form (``settle``, with ``options.settle_fraction`` of the budget kept for it).
     ``loop``: one loop-only stage over every kernel.
 
-    With ``options.keep_faster`` the tuned network is timed against its seeds (every kernel on its
+    With ``options.keep_faster``, a joint tuning's network is timed against its seeds (every kernel on its
     expert schedule; ``seeds``, e.g. a smaller budget's result) and its starting point where that
     is fully scheduled, interleaved (``time_networks``), and the fastest is kept: more budget never
     returns a slower network than these. Each tuned kernel of the kept network is then timed
@@ -200,7 +200,7 @@ def tune_network(session: Session, stage: str, budget: int, work_dir: Path, opti
             state, settled = _loop(start, budget, work_dir, options, measurers), []
     state = schedule_the_rest(state)
     kept, times = "tuned", {}
-    if options.keep_faster:
+    if options.keep_faster and stage == "joint":  # the loop stage's kernels already include their expert seeds
         contenders = {"tuned": state, "expert": _expert_network(start),
                       **{label: replay(s) for label, s in (seeds or {}).items()}}
         if not any(start.schedule(k).kind == "default" for k in start.program.funcs):
