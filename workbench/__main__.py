@@ -68,11 +68,13 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print(f"{'vs ' + src['framework']:>28}: max abs error {src['max_abs_error']:.2e}, "
               f"max rel error {src['max_rel_error']:.2e}; ok: {src['ok']}")
     if (net := report.network) is not None:
-        mem = net["memory"]
-        print(f"{net['file']:>28}: max rel error {net['max_rel_error']:.2e}; ok: {net['ok']}; memory planned "
-              f"{mem['peak_planned_mb']:.2f} MB for {mem['intermediates_sum_mb']:.2f} MB of intermediates; run: "
-              f"tvm.relax.VirtualMachine(tvm.runtime.load_module(PATH), tvm.cpu())['main']("
-              f"{', '.join(f'{t} {tuple(s)}' for t, s in net['inputs'].items())}) -> ({', '.join(net['outputs'])})")
+        mem, ins = net["memory"], ", ".join(f"{t} {tuple(s)}" for t, s in net["inputs"].items())
+        print(f"{net['file']:>28}: {net['latency_ms']:9.4f} ms median (min {net['min_ms']:.4f}, spread "
+              f"{net['spread_ms']:.4f}), the whole network on the Relax VM; max rel error {net['max_rel_error']:.2e}; "
+              f"ok: {net['ok']}; {mem['peak_planned_mb']:.2f} MB planned for {mem['intermediates_sum_mb']:.2f} MB "
+              f"of intermediates")
+        print(f"{'':>28}  plain TVM: tvm.relax.VirtualMachine(tvm.runtime.load_module('{out / net['file']}'), "
+              f"tvm.cpu())['main']({ins}) -> ({', '.join(net['outputs'])},)")
     if not report.ok:
         what = (f"{src['framework']}'s (max relative error {src['max_rel_error']:.2e})" if src and not src["ok"]
                 else f"the reference (max relative error {report.max_rel_error:.2e})")
@@ -472,7 +474,8 @@ def parser() -> argparse.ArgumentParser:
                                                       "(each tuning seeded by the smaller budgets' networks)")
     b.add_argument("--only", help="comma-separated workload (or conversion case, or network) names")
     b.add_argument("--contenders", help="with --suite networks: comma-separated contenders to run (PyTorch always "
-                                        "runs), e.g. ours,torch,torch_compile,openvino,onnxruntime,tvm_untuned,tvm_metaschedule")
+                                        "runs): ours,torch,torch_compile,openvino,onnxruntime,tvm_untuned,"
+                                        "tvm_metaschedule (all by default)")
     b.add_argument("--search", choices=["model", "random"], default="model")
     b.add_argument("--target")
     b.add_argument("--search-study", type=int, metavar="BUDGET",

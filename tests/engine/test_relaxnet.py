@@ -74,7 +74,7 @@ def test_the_report_says_how_to_call_it_and_what_memory_it_plans(block):
     out, _, report = block
     written = json.loads((out / "report.json").read_text())["network"]
     assert written["file"] == "network.so" and "VirtualMachine" in written["call"]
-    assert written["max_rel_error"] < 1e-4
+    assert written["max_rel_error"] < 1e-4 and 0 < written["min_ms"] <= written["latency_ms"]
     mem = written["memory"]
     assert 0 < mem["peak_planned_mb"] <= mem["intermediates_sum_mb"]
     assert json.loads((out / "network.json").read_text())["vm"]["outputs"] == written["outputs"]

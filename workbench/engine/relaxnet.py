@@ -79,10 +79,13 @@ class RelaxNetwork:
     def vm(self) -> relax.VirtualMachine:
         return relax.VirtualMachine(self.executable, tvm.cpu())
 
+    def args(self, values: Mapping[str, np.ndarray]) -> list[tvm.runtime.Tensor]:
+        """``main``'s arguments: the graph inputs of ``values``, in order."""
+        return [tvm.runtime.tensor(np.ascontiguousarray(values[t], dtype="float32")) for t in self.inputs]
+
     def run(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every graph output (as stored) for the graph inputs in ``values``."""
-        args = [tvm.runtime.tensor(np.ascontiguousarray(values[t], dtype="float32")) for t in self.inputs]
-        return dict(zip(self.outputs, (o.numpy() for o in self.vm()["main"](*args))))
+        return dict(zip(self.outputs, (o.numpy() for o in self.vm()["main"](*self.args(values)))))
 
     def export(self, path: str) -> None:
         try:

@@ -25,8 +25,9 @@ reference on random inputs, times each kernel and writes:
   ``framework``, ``max_abs_error``, ``max_rel_error`` and ``ok``, which ``ok`` includes;
   ``network``: how ``network.so`` is called (``inputs`` and ``outputs`` with their shapes, in
   order), its outputs against the reference (``max_abs_error``, ``max_rel_error``, ``ok``, which
-  ``ok`` includes) and its ``memory`` (``relaxnet.MemoryPlan.row``: the planned peak against the
-  sum of the intermediates).
+  ``ok`` includes), its whole-network ``latency_ms`` (median) with ``min_ms`` and ``spread_ms``,
+  and its ``memory`` (``relaxnet.MemoryPlan.row``: the planned peak against the sum of the
+  intermediates).
 
 Nothing is written when the session does not replay or a kernel does not build.
 """
@@ -46,7 +47,8 @@ from .program import Program, measure, output_errors
 from .relaxnet import NETWORK_SO, build_network, call_signature
 from .session import Session, State, replay
 from .standalone import write_network
-from .timing import Stats, compare
+from .interleave import call_timer
+from .timing import Stats, compare, measure_until_quiet
 
 __all__ = ["ReplayReport", "replay_to"]
 
@@ -116,7 +118,8 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
     total = m.total
     source = _source_check(session, state, built, seed, say)
     report = ReplayReport(
-        ok=ver.ok and network["ok"] and (source is None or source["ok"]), source=source, network=network, max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
+        ok=ver.ok and network["ok"] and (source is None or source["ok"]), source=source, network=network,
+        max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
         total_ms=total.median_ms, total_min_ms=total.min_ms, total_spread_ms=total.spread_ms, repeats=total.repeats,
         noisy=any(t.stats.noisy for t in timings),
         kernels=[{**t.row(), "schedule": state.schedule(t.name).kind, **_vs_tuned(t.stats, tuned.get(t.name))}
@@ -136,9 +139,14 @@ def _network(prog: Program, target: dict, seed: int, out: Path, say: Callable[[s
     net = build_network(prog, values, target)
     per = output_errors(net.run(values), prog.graph.reference(values))
     rel = max(r for _, r in per.values())
+    say(f"timing {NETWORK_SO}")
+    main, args = net.vm()["main"], net.args(values)
+    timer = call_timer(lambda: main(*args), min_ms=20.0)
+    stats = measure_until_quiet(lambda: [timer() for _ in range(5)])
     net.export(str(out / NETWORK_SO))
     return {**call_signature(net), "max_abs_error": max(e for e, _ in per.values()), "max_rel_error": rel,
-            "ok": rel < rtol, "memory": net.memory.row()}
+            "ok": rel < rtol, "latency_ms": stats.median_ms, "min_ms": stats.min_ms, "spread_ms": stats.spread_ms,
+            "memory": net.memory.row()}
 
 
 def _source_check(session: Session, state: State, built: Any, seed: int, say: Callable[[str], None],
