@@ -406,7 +406,9 @@ def write_by_op(path: Path, ours: list[tuple[str, str]], kernels_csv: Path, onnx
                 engine_profiles: Mapping[str, "EngineProfile"]) -> list[dict]:
     """``NAME_by_op.csv``: ours kernel by kernel (``kernels_csv``, ``write_kernel_times``' table)
     beside each engine's own per-node times, one row per segment of our graph
-    (``byop.by_op_rows``); a last row names, per engine, the nodes that did not map and their ms."""
+    (``byop.by_op_rows``); a last row names, per engine, the nodes that did not map and their ms.
+    The engines' figures are their profilers' (with their overhead: on a tiny network they sum
+    to more than the engine's timed run), for where the time goes, not for the headline."""
     from .byop import BY_OP_COLUMNS, by_op_rows
 
     with Path(kernels_csv).open() as f:
