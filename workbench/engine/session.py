@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -29,6 +28,7 @@ import tvm_ffi
 
 from . import zoo
 from .errors import SessionError, WorkbenchError
+from .files import write_atomic
 from .graph import Graph
 from .book import LayoutBook
 from .keys import apply_layout, key_base
@@ -373,24 +373,6 @@ def safe_path(folder: str | os.PathLike, name: str) -> Path:
     if not _NAME.match(name) or ".." in name:
         raise SessionError(f"invalid session name {name!r}: use letters, digits, _ . - (no path parts)")
     return Path(folder) / f"{name}.json"
-
-
-def write_atomic(path: str | os.PathLike, text: str | bytes) -> Path:
-    """Write atomically: a temporary file in the same folder, fsync, then a rename (a failure
-    leaves the old file as it was)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def save(session: Session, path: str | os.PathLike) -> Path:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SessionError, WorkbenchError
-from .session import Session, State, parse, replay, write_atomic
+from .files import write_atomic
+from .session import Session, State, parse, replay
 from .step import Step
 
 __all__ = ["Workspace", "new_workspace_id", "save_workspace", "load_workspace"]
