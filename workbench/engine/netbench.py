@@ -2,8 +2,9 @@
 network (ResNet-18, MobileNet-V2, a BERT-base encoder layer; batch 1), in one run on one machine:
 
 - ``ours``: the joint layout+loop tuner over the whole graph at a total budget of B measurements
-  (equal kernels tuned once, the budget shared by FLOPs: ``stages.tune_session``), the replayed
-  program run kernel after kernel; ``ours_tuning_min``: the wall time of its tuning;
+  (equal kernels tuned once, the budget shared by FLOPs: ``stages.tune_network``), timed as
+  ``network.so``, the replayed program as one Relax VM module (``relaxnet``); ``ours_tuning_min``:
+  the wall time of its tuning;
 - the engines a user would deploy on a CPU, set up as users run them (``engines``):
   ``openvino``, ``onnxruntime`` (both on the module exported to ONNX), ``torch_compile``
   (``torch_compile_compile_s``: making it, the compile included) and ``torch``, PyTorch eager (no
@@ -22,9 +23,9 @@ ONNX Runtime and OpenVINO in the timing sidecar. Ratios above 1: ours is faster.
 fails is named in ``missing`` with its reason (and ``*_error``) and the run goes on.
 
 Peak memory: ``onnxruntime_peak_mb`` is the peak RSS growth of a process of its own while ONNX
-Runtime makes and runs a session (``engines.onnxruntime_peak_mb``); ``ours_peak_mb`` comes from
-``ours_peak_mb``: for now the total bytes of the buffers the Python executor allocates (weights,
-inputs and every intermediate, none reused), not a planned peak.
+Runtime makes and runs a session (``engines.onnxruntime_peak_mb``); ``ours_peak_mb`` is what
+``network.so`` (the Relax VM module ours is timed as) holds by its static memory plan: the planned
+intermediates, the weights and the outputs (``ours_peak_mb``).
 
 Where a network loses, op by op: ``NAME_by_op.csv`` puts ours kernel by kernel beside ONNX
 Runtime's per-node profile and OpenVINO's per-layer counters, matched to our ops (``byop``).
@@ -247,15 +248,13 @@ def _onnx_export(module: Any, x: np.ndarray, path: Path) -> None:
 
 
 def ours_peak_mb(work: Path) -> float | None:
-    """Ours' peak memory, the hook the Relax VM's planned peak goes in. For now: the total bytes
-    of the buffers the Python executor allocates for the tuned session of ``work`` (weights,
-    inputs, every intermediate, none reused), in MiB; None without a tuned session."""
-    from .session import load, replay
-
-    if not (path := work / "ours_session.json").exists():
+    """Ours' peak memory in MiB: what ``network.so`` holds during a call, by Relax's static memory
+    plan (``relaxnet.MemoryPlan``: the planned storage of the intermediates, the weights and the
+    outputs); None when ours did not build."""
+    if not (path := work / "ours_memory.json").exists():
         return None
-    plan = replay(load(path)).scheduled_program().plan
-    return sum(int(np.prod(b.layout.shape)) * 4 for b in plan.buffers.values()) / 2**20
+    m = json.loads(path.read_text())
+    return m["peak_planned_mb"] + m["constants_mb"] + m["outputs_mb"]
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
