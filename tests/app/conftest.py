@@ -1,5 +1,7 @@
 """The ``at`` fixture: the app on the default model, its files in a temporary folder."""
 
+import sys
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -13,3 +15,12 @@ def at(tmp_path, monkeypatch) -> AppTest:
     monkeypatch.setattr(_state, "SESSIONS_DIR", tmp_path / "sessions")
     monkeypatch.setattr(_state, "WORK_DIR", tmp_path / "work")
     return start()
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept():
+    """AppTest runs the app as ``__main__`` and leaves it there: a process spawned later in the
+    same pytest run (a benchmark's timing sidecar) would then run the app script on start."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main

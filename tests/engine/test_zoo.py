@@ -166,6 +166,7 @@ def test_two_networks_import_at_once_from_two_threads():
     """torch.export is not thread-safe: two imports started together (a model switch while another
     tab imports) corrupt each other ("ProxyTorchDispatchMode slot already occupied", "Trying to pop
     empty mode stack") unless the zoo runs them one at a time."""
+    zoo._imported.cache_clear()  # another test may have imported one of them already
     misses = zoo._imported.cache_info().misses
     start = threading.Barrier(len(SMALL_BERTS))
     graphs: dict[int, object] = {}
