@@ -95,6 +95,11 @@ def trials(rows: list[dict]) -> None:
 
 @st.fragment(run_every=2.0)
 def live() -> None:
+    with _state.guard("the tuning run's status"):  # a fragment reruns alone: the page's guard is not around it
+        _live()
+
+
+def _live() -> None:
     job: Job | None = st.session_state.get("tune_job")
     if job is None:
         st.info("No tuning run in this tab yet.")
