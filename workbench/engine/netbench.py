@@ -261,6 +261,11 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
+def _work_dir(out_dir: Path, name: str, tag: str) -> Path:
+    """Where one network's (and budget's) tuning, sessions and exports go."""
+    return out_dir / "work" / f"{name}{tag}"
+
+
 def run_network_bench(names: tuple[str, ...], budget: int | tuple[int, ...], out_dir: Path, target: dict, *,
                       options: Mapping[str, Mapping[str, int]] | None = None, rounds: int = ROUNDS,
                       contenders: tuple[str, ...] = CONTENDERS,
@@ -288,7 +293,7 @@ def run_network_bench(names: tuple[str, ...], budget: int | tuple[int, ...], out
                 rows.append(_network_row(name, dict((options or {}).get(name, {})), b, out_dir, target, rounds, say,
                                          sidecar, threads, contenders, tag, dict(seeds)))
                 write_network_results(rows, out_dir)
-                if (tuned := out_dir / "work" / f"{name}{tag}" / "ours_session.json").exists():
+                if (tuned := _work_dir(out_dir, name, tag) / "ours_session.json").exists():
                     from .session import load
 
                     seeds[f"budget {b}"] = load(tuned)
@@ -312,7 +317,7 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
 
     module, example = getattr(networks, name)(**opts)
     x = np.random.default_rng(1).uniform(-1.0, 1.0, tuple(example[0].shape)).astype("float32")
-    work = out_dir / "work" / f"{name}{tag}"
+    work = _work_dir(out_dir, name, tag)
     work.mkdir(parents=True, exist_ok=True)
     row: dict[str, Any] = {"network": name, "budget": budget}
     say(f"{name}: PyTorch")

@@ -17,7 +17,8 @@ from ..errors import TuneWarning, WorkbenchError
 from ..expert.simple import simple_steps
 from ..session import State
 
-__all__ = ["Attempt", "first_correct", "expert_attempt", "layout_attempt", "simple_attempt", "same_kernel"]
+__all__ = ["Attempt", "first_correct", "expert_attempt", "layout_attempt", "simple_attempt", "same_kernel",
+           "complex_kernels", "equal_groups"]
 
 #: what an attempt is (for a warning), and how to apply it
 Attempt = tuple[str, Callable[[State], State]]
@@ -26,6 +27,24 @@ Attempt = tuple[str, Callable[[State], State]]
 def same_kernel(a: object, b: object) -> bool:
     """Whether two unscheduled kernels are the same computation, whatever their names."""
     return tvm_ffi.structural_equal(a.with_attr("global_symbol", "k"), b.with_attr("global_symbol", "k"))
+
+
+def complex_kernels(state: State) -> list[str]:
+    """The kernels that hold a complex op, in execution order."""
+    return [k.name for k in state.program.plan.kernels if k.ops and state.graph.node(k.head).kind == "complex"]
+
+
+def equal_groups(state: State, kernels: list[str]) -> list[list[str]]:
+    """``kernels`` grouped by equal unscheduled kernels (``same_kernel``), first kernel first."""
+    groups: list[list[str]] = []
+    for k in kernels:
+        func = state.program.funcs[k]
+        same = next((g for g in groups if same_kernel(state.program.funcs[g[0]], func)), None)
+        if same is None:
+            groups.append([k])
+        else:
+            same.append(k)
+    return groups
 
 
 def _disagreement(state: State, kernel: str) -> str | None:

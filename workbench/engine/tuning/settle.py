@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from ..loops import list_blocks
 from ..session import State
 from ..step import Step
-from .apply import expert_attempt, first_correct, same_kernel, simple_attempt
+from .apply import complex_kernels, equal_groups, expert_attempt, first_correct, same_kernel, simple_attempt
 from .loop import tune_loops
 from .options import TuneOptions
 from .records import TuneTask, renamed_trace
@@ -28,29 +28,12 @@ __all__ = ["SETTLE_STAGE", "unsettled", "settle", "schedule_the_rest"]
 SETTLE_STAGE = "loop (kernel changed after its tuning)"
 
 
-def _complex_kernels(state: State) -> list[str]:
-    return [k.name for k in state.program.plan.kernels if k.ops and state.graph.node(k.head).kind == "complex"]
-
-
 def unsettled(state: State, measured: Mapping[str, Any]) -> list[str]:
     """The complex kernels that do not run a tuned schedule measured on their present form
     (``measured``: kernel -> the unscheduled kernel its tuned step was measured on)."""
-    return [k for k in _complex_kernels(state)
+    return [k for k in complex_kernels(state)
             if not (state.schedule(k).kind == "tuned" and k in measured
                     and same_kernel(state.program.funcs[k], measured[k]))]
-
-
-def _groups(state: State, kernels: list[str]) -> list[list[str]]:
-    """``kernels`` grouped by equal unscheduled kernels, first kernel first."""
-    groups: list[list[str]] = []
-    for k in kernels:
-        func = state.program.funcs[k]
-        same = next((g for g in groups if same_kernel(state.program.funcs[g[0]], func)), None)
-        if same is None:
-            groups.append([k])
-        else:
-            same.append(k)
-    return groups
 
 
 def settle(state: State, measured: Mapping[str, Any], traces: Mapping[str, Any], work_dir: Path, budget: int,
@@ -62,7 +45,7 @@ def settle(state: State, measured: Mapping[str, Any], traces: Mapping[str, Any],
     todo = unsettled(state, measured)
     if not todo:
         return state, []
-    groups = _groups(state, todo)
+    groups = equal_groups(state, todo)
     prog = state.program
     tasks = [TuneTask(g[0], prog.funcs[g[0]], max(sum(prog.flops.get(k, 0) for k in g), 1),
                       seeds=tuple(t for t in [traces.get(g[0])] if t is not None)) for g in groups]

@@ -20,7 +20,7 @@ from ..loops import list_blocks
 from ..session import Session, State, replay
 from ..step import Step
 from ..targets import vector_unit
-from .apply import expert_attempt, first_correct, layout_attempt, same_kernel
+from .apply import complex_kernels, equal_groups, expert_attempt, first_correct, layout_attempt
 from .check import KernelCheck, check_state, slow_kernels
 from .joint import Candidate, JointResult, candidates_scored, joint_tune, layout_space
 from .loop import tune_loops
@@ -53,18 +53,8 @@ class JointShare:
 def twin_groups(state: State) -> list[list[str]]:
     """The state's complex ops (in kernel order) grouped by kernel: ops whose unscheduled
     kernels are structurally equal (ResNet-18's repeated blocks) form one group, first op first."""
-    graph, prog = state.graph, state.program
-    groups: list[tuple[object, list[str]]] = []  # (the first op's kernel, the ops)
-    for k in prog.plan.kernels:
-        if not (k.ops and graph.node(k.head).kind == "complex"):
-            continue
-        func = prog.funcs[k.name]
-        same = next((ops for first, ops in groups if same_kernel(first, func)), None)
-        if same is None:
-            groups.append((func, [k.head]))
-        else:
-            same.append(k.head)
-    return [ops for _, ops in groups]
+    heads = {k.name: k.head for k in state.program.plan.kernels}
+    return [[heads[k] for k in group] for group in equal_groups(state, complex_kernels(state))]
 
 
 def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()) -> list[JointShare]:
@@ -220,9 +210,10 @@ def tune_network(session: Session, stage: str, budget: int, work_dir: Path, opti
 def _expert_network(state: State) -> State:
     """Every complex kernel without a schedule on its expert schedule (the tuning's seeds), the
     others on their analytic ones."""
-    for k in state.program.plan.kernels:
-        if k.ops and state.graph.node(k.head).kind == "complex" and state.schedule(k.name).kind == "default":
-            state = first_correct(state, k.name, [("expert schedule", expert_attempt(k.head))])
+    heads = {k.name: k.head for k in state.program.plan.kernels}
+    for k in complex_kernels(state):
+        if state.schedule(k).kind == "default":
+            state = first_correct(state, k, [("expert schedule", expert_attempt(heads[k]))])
     return schedule_the_rest(state)
 
 
