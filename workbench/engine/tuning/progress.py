@@ -25,6 +25,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from ..words import duration, plural
+from .eta import smoothed_eta
 from .records import latency_ms, plain, short_error
 
 __all__ = ["read_progress", "repair_jsonl", "ProgressWriter", "TaskBest", "ProgressSummary", "summarize_progress",
@@ -173,41 +174,45 @@ def summarize_progress(rows: Iterable[Mapping[str, Any]], tasks: Sequence[str] =
 @dataclass(frozen=True)
 class Pace:
     """A run's measurements so far against its budget, the seconds since it started, and the
-    time left at the pace so far (None before the first measurement)."""
+    time left (``eta.smoothed_eta``: None while estimating)."""
 
     done: int
     budget: int
     elapsed_s: float
+    left_s: float | None = None
 
     @property
     def eta_s(self) -> float | None:
-        if not self.done:
-            return None
-        return self.elapsed_s / self.done * max(0, self.budget - self.done)
+        return self.left_s
 
     def text(self) -> str:
         """One line: measurements of the budget, elapsed time, time left.
 
-        >>> print(Pace(32, 128, 64.0).text())
+        >>> print(Pace(32, 128, 64.0, 192.0).text())
         32 of 128 measurements · 1 min 4 s elapsed · about 3 min 12 s left
         >>> print(Pace(0, 1, 3.0).text())
         0 of 1 measurement · 3 s elapsed
+        >>> print(Pace(7, 8, 30.0, 0.0).text())
+        7 of 8 measurements · 30 s elapsed · finishing
         """
         text = f"{self.done} of {plural(self.budget, 'measurement')} · {duration(self.elapsed_s)} elapsed"
-        if self.eta_s:
-            text += f" · about {duration(self.eta_s)} left"
+        if self.left_s is not None:
+            text += f" · about {duration(self.left_s)} left" if self.left_s >= 1.0 else " · finishing"
         return text
 
 
 def pace(rows: Iterable[Mapping[str, Any]], budget: int, started: float, now: float | None = None) -> Pace:
     """The pace of a run that started at ``started`` (seconds since the epoch) with ``budget``
-    measurements: the lines written since it started count (a resumed folder holds older ones).
+    measurements: the lines written since it started count (a resumed folder holds older ones),
+    and the time left is their smoothed projection (``eta``).
 
     >>> pace([{"time": 5.0}, {"time": 12.0}, {"time": 20.0}], 8, started=10.0, now=30.0)
-    Pace(done=2, budget=8, elapsed_s=20.0)
+    Pace(done=2, budget=8, elapsed_s=20.0, left_s=38.0)
     """
-    done = sum(1 for r in rows if float(r.get("time") or 0.0) >= started)
-    return Pace(min(done, budget), budget, max(0.0, (time.time() if now is None else now) - started))
+    times = [t for r in rows if (t := float(r.get("time") or 0.0)) >= started]
+    now = time.time() if now is None else now
+    left = smoothed_eta(times, budget).left_s(now) if len(times) < budget else None
+    return Pace(min(len(times), budget), budget, max(0.0, now - started), left)
 
 
 def _trace_id(trace_json: Any) -> str:
