@@ -3,17 +3,26 @@ cache lines, the misses bars."""
 
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
+import pytest
 
 from workbench.engine.ceilings import Ceilings
 from workbench.engine.footprint import BufferFootprint, Level, Profile
 from workbench.engine.roofline import RooflinePoint
 from workbench.viz.cache import footprint_figure, misses_figure
-from workbench.viz.roofline import roofline_figure
+from workbench.viz.kernels import latency_bars_figure
+from workbench.viz.roofline import roofline_figure, roofline_table
 
 KIB = 1024
 CEIL = Ceilings("test cpu", {"kind": "llvm"}, peak_gflops=100.0, copy_gbs=10.0, triad_gbs=12.0,
                 caches={"L1d": 32 * KIB, "L2": 1024 * KIB, "L3": 8192 * KIB}, line_bytes=64)
+
+
+def _points(fig: go.Figure) -> list:
+    """The roofline's kernel markers (not the roofs, the legend's entries or the library stars)."""
+    return [t for t in fig.data if t.showlegend is False and t.legendgroup != "library"]
 
 
 def test_roofline_draws_both_roofs_and_groups_variants_of_a_kernel():
@@ -26,12 +35,54 @@ def test_roofline_draws_both_roofs_and_groups_variants_of_a_kernel():
     assert isinstance(fig, go.Figure)
     names = [t.name for t in fig.data]
     assert names[1:3] == ["bandwidth ceiling", "compute ceiling"]
-    assert names[3:] == ["conv · NCHW", "conv · tiled", "relu · NCHW"]
-    nchw, tiled, relu = fig.data[3:]
-    assert nchw.legendgroup == tiled.legendgroup == "conv" and nchw.marker.color == tiled.marker.color
-    assert nchw.marker.symbol != tiled.marker.symbol and relu.marker.color != nchw.marker.color
+    assert names[3:] == ["NCHW", "tiled", "conv · NCHW", "conv · tiled", "relu · NCHW"]  # the legend, then markers
+    nchw, tiled, relu = _points(fig)
+    assert nchw.marker.color == tiled.marker.color and relu.marker.color != nchw.marker.color  # a colour per kernel
+    assert nchw.marker.symbol == relu.marker.symbol != tiled.marker.symbol  # a symbol per variant
+    assert nchw.legendgroup == relu.legendgroup == "NCHW" != tiled.legendgroup  # a click hides a variant
     assert "% of the compute roof" in tiled.hovertemplate and "% of the memory roof" in relu.hovertemplate
     assert max(fig.data[2].y) == 100.0 and fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+
+
+#: a variant as a tab names it, and its whole action chain (a hundred characters and more)
+CHAIN = ("conv: split, split, reorder, fuse · data@conv: unfold, pad · conv: parallel, vectorize, unroll · "
+         "relu: fuse, parallel, vectorize")
+
+
+def test_roofline_names_variants_short_in_its_legend_below_the_plot_and_whole_on_hover():
+    """The legend lists v1, v2 under the plot (the plot keeps the figure's width); each marker's
+    hover holds its variant's whole chain; a variant named before short names (``v1: <chain>``)
+    shows as v1 too; each kernel is labelled once, beside its newest variant's marker."""
+    pts = [RooflinePoint("conv", f"v1: {CHAIN[:60]}", 2 * 10**8, 4 * 10**6, 40.0),
+           RooflinePoint("relu", f"v1: {CHAIN[:60]}", 10**6, 8 * 10**6, 1.0),
+           RooflinePoint("conv", "v2", 2 * 10**8, 4 * 10**6, 6.0)]
+    fig = roofline_figure(pts, CEIL, chains={"v2": CHAIN})
+    entries = [t.name for t in fig.data if t.showlegend is not False]
+    assert entries[3:] == ["v1", "v2"] and all(len(n) < 40 for n in entries)
+    legend = fig.layout.legend
+    assert legend.orientation == "h" and legend.y < 0 and legend.yanchor == "top"  # below the plot
+    old_conv, relu, new_conv = _points(fig)
+    assert [t.name for t in (old_conv, relu, new_conv)] == ["conv · v1", "relu · v1", "conv · v2"]
+    shown = re.sub(r"<br>", " ", new_conv.hovertemplate)
+    assert CHAIN in shown and max(len(line) for line in new_conv.hovertemplate.split("<br>")) <= 80
+    assert CHAIN[:60] in re.sub(r"<br>", " ", old_conv.hovertemplate)
+    assert old_conv.text is None and list(new_conv.text) == ["conv"] and list(relu.text) == ["relu"]
+
+
+def test_the_roofline_table_puts_the_key_columns_first_with_short_variant_names():
+    pts = [RooflinePoint("conv", f"v1: {CHAIN}", 2 * 10**8, 4 * 10**6, 40.0),
+           RooflinePoint("pad", "v2", 0, 10**6, 0.1)]
+    conv, pad = roofline_table(pts, CEIL)
+    assert list(conv)[:5] == ["kernel", "variant", "latency ms", "GFLOP/s", "% of roof"]
+    assert set(conv) == set(pts[0].row(CEIL)) and conv["variant"] == "v1" and pad["variant"] == "v2"
+    assert conv["GFLOP/s"] == pytest.approx(5.0) and conv["% of roof"] == pytest.approx(5.0)  # 2e8 FLOP in 40 ms
+
+
+def test_latency_bars_name_variants_short_with_the_chain_on_hover_and_the_legend_below():
+    fig = latency_bars_figure({f"v1: {CHAIN}": {"conv": 9.0}, "v2": {"conv": 4.0}}, chains={"v2": CHAIN})
+    assert [t.name for t in fig.data] == ["v1", "v2"]
+    assert CHAIN in re.sub(r"<br>", " ", fig.data[1].hovertemplate)
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
 
 
 def test_the_library_gemms_labels_sit_apart():
@@ -67,7 +118,7 @@ def test_footprint_figure_has_a_line_per_buffer_and_the_total_against_the_caches
 
 def test_misses_figure_has_one_bar_trace_per_variant():
     fig = misses_figure({"NCHW": _profile("conv", 800), "tiled": _profile("conv", 80)})
-    assert [t.name for t in fig.data] == ["NCHW", "tiled"]
+    assert [t.name for t in fig.data] == ["NCHW", "tiled"] and fig.layout.legend.y < 0
     assert list(fig.data[0].x) == ["L1d (all lines)", "L2 (all lines)", "L1d (prefetch-aware)",
                                    "L2 (prefetch-aware)"]
     assert list(fig.data[0].y) == [800, 1600, 100, 100] and list(fig.data[1].y) == [80, 160, 10, 10]

@@ -356,10 +356,10 @@ def changed() -> Collection[str]:
     return st.session_state.changed
 
 
-def _label(s: Session) -> str:
-    """The variant's name: its number in the tab (any model's) and its actions (the middle elided
-    past 70 characters; the variants table has them all)."""
-    return f"v{len(st.session_state.variants) + 1}: " + action_chain(((a.target, a.primitive) for a in s.steps), 70)
+def _label() -> str:
+    """The variant's name: its number in the tab (any model's), short enough for a legend; its
+    actions are the variants table's *action chain* and the figures' hover."""
+    return f"v{len(st.session_state.variants) + 1}"
 
 
 def _model(s: Session) -> str:
@@ -376,7 +376,7 @@ def measure_current(st_state: State) -> None:
             status.update(label="build failed", state="error")
             st.session_state.error = str(e)
             return
-        label = _label(st_state.session)
+        label = _label()
         v, total, previous = m.verification, m.total, (variants() or [None])[-1]
         noisy = any(t.stats.noisy for t in m.timings)
         vs = compare(total, Stats(previous["total_ms"], previous["total_min_ms"], previous["total_max_ms"],
@@ -419,8 +419,9 @@ def show_measurements() -> None:
         st.dataframe(pd.DataFrame(res["kernels"]), hide_index=True, width="stretch", key="last_kernels")
     if variants():
         st.markdown(f"**Variants of {_model(session())} measured in this tab** (side by side)")
-        st.dataframe(pd.DataFrame(variants()).drop(columns="model", errors="ignore"), hide_index=True,
-                     width="stretch", key="variants", row_height=WRAPPED_ROWS)
+        table = pd.DataFrame(variants()).drop(columns=["model", "session"], errors="ignore")  # session: a bare hash
+        st.dataframe(table[sorted(table, key=lambda c: c == "action chain")], hide_index=True,
+                     width="stretch", key="variants", row_height=WRAPPED_ROWS)  # the long chain last
 
 
 def _elsewhere() -> set[str]:

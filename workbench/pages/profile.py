@@ -1,10 +1,14 @@
 """Profile: per-kernel latency of the measured variants, each kernel on the roofline of this
-machine's measured ceilings, and the cache profile of its loop nest (footprint per loop level,
-estimated misses, hardware counters where the machine exposes them)."""
+machine's measured ceilings, the cache profile of its loop nest (footprint per loop level,
+estimated misses, hardware counters where the machine exposes them), and the tab's tuning runs
+(layout parameters against latency, two runs side by side)."""
 
 from __future__ import annotations
 
 import json
+import re
+import time
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -16,11 +20,14 @@ from workbench.engine import words
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.roofline import program_points
 from workbench.engine.session import list_sessions, load_state, safe_path
+from workbench.engine.tuning.progress import read_progress, summarize_progress
 from workbench.engine.views import cache_profile as kernel_cache_profile, state_counters
 from workbench.pages import _state
 from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.kernels import latency_bars_figure
-from workbench.viz.roofline import roofline_figure
+from workbench.viz.legend import short_name
+from workbench.viz.roofline import roofline_figure, roofline_table
+from workbench.viz.tuning import layout_parameters_figure, layout_tasks, runs_figure
 
 st.title("Profile")
 state = _state.state()
@@ -54,12 +61,16 @@ if st.button("Build, verify and time the current session", key="profile_measure"
     _state.measure_current(state)
     st.rerun()
 timings = _state.timings()
+#: the roofline table's figures, narrow enough that its key columns stay in view
+NUMBERS = {k: st.column_config.NumberColumn(format=f, width="small") for k, f in (
+    ("latency ms", "%.4f"), ("GFLOP/s", "%.1f"), ("% of roof", "%.1f"), ("GFLOP", "%.3f"), ("MB", "%.2f"),
+    ("FLOP/byte", "%.2f"), ("total ms", "%.4f"))}
 if timings:
-    left, right = st.columns(2)
-    left.plotly_chart(latency_bars_figure(timings, spreads=_state.spreads()), width="stretch", key="latency_bars")
-    right.plotly_chart(roofline_figure(_state.roofline_points(), c), width="stretch", key="roofline")
-    st.dataframe(pd.DataFrame([p.row(c) for p in _state.roofline_points()]), hide_index=True, width="stretch",
-                 key="roofline_table", row_height=_state.WRAPPED_ROWS)
+    chains = {v["variant"]: v.get("action chain", v["variant"]) for v in _state.variants()}
+    # one above the other: each figure gets the page's width, its legend below it
+    st.plotly_chart(roofline_figure(_state.roofline_points(), c, chains=chains), width="stretch", key="roofline")
+    st.dataframe(pd.DataFrame(roofline_table(_state.roofline_points(), c)), hide_index=True, width="stretch",
+                 key="roofline_table", row_height=_state.WRAPPED_ROWS, column_config=NUMBERS)
     st.caption("*% of roof*: the kernel's GFLOP/s over the roof at its arithmetic intensity, the lower of this "
                f"machine's FMA peak ({c.peak_gflops:.0f} GFLOP/s) and intensity x its STREAM bandwidth "
                f"({c.bandwidth_gbs:.1f} GB/s); *bound* says which of the two it is. Intensity counts compulsory "
@@ -68,6 +79,12 @@ if timings:
         st.caption(f"{', '.join(dict.fromkeys(p.kernel for p in over))} above 100% of the roof, which is no error: see *note*. The roof drawn is DRAM's "
                    "(STREAM); a kernel whose buffers fit a cache (*buffers fit*) is timed warm, and this machine's "
                    "per-cache bandwidth is not measured.")
+    st.plotly_chart(latency_bars_figure(timings, spreads=_state.spreads(), chains=chains), width="stretch",
+                    key="latency_bars")
+    st.dataframe(pd.DataFrame([{"variant": short_name(v["variant"]), "total ms": v.get("total_ms"),
+                                "matches reference": v.get("matches_reference"), "action chain": chains[v["variant"]]}
+                               for v in _state.variants()]), hide_index=True, width="stretch", key="variant_chains",
+                 column_config=NUMBERS)
     last = st.session_state.get("last_measure")
     if last and _state.current_revision(last) and last["label"] in timings:
         rates = conversion_rates(state.scheduled_program(), timings[last["label"]], c.copy_gbs)
@@ -124,3 +141,35 @@ if st.button("Read the counters of this kernel", key="counters"):
         st.dataframe(pd.DataFrame([got.per_call]), hide_index=True, width="stretch", key="counters_table")
     else:
         st.info(f"Model only: {got.reason}")
+
+
+st.subheader("Tuning runs")
+
+
+def run_name(progress: Path) -> str:
+    """A run (its folder ``{session}-{stage}-{revision}``) as ``session · stage · time of its last measurement``."""
+    name, _, stage = re.sub(r"-[0-9a-f]{16}$", "", progress.parent.name).rpartition("-")
+    return f"{name} · {stage} · {time.strftime('%H:%M:%S', time.localtime(progress.stat().st_mtime))}"
+
+
+found = (_state.WORK_DIR / "tune" / st.session_state.wid).glob("*/progress.jsonl")
+runs = {run_name(p): p for p in sorted(found, key=lambda p: -p.stat().st_mtime)}  # newest first
+if not runs:
+    st.info("No tuning run in this tab yet: the Tuning page starts one. Its layout candidates show here against "
+            "their latency, and two runs side by side.")
+else:
+    a, b = st.columns(2)
+    first = a.selectbox("Run", list(runs), key="profile_run")
+    beside = b.selectbox("Beside it", ["(none)"] + [n for n in runs if n != first], key="profile_run_beside")
+    rows = {n: read_progress(runs[n]) for n in (first, beside) if n in runs}
+    st.plotly_chart(runs_figure(rows), width="stretch", key="runs_curves")
+    bests = {n: {t["task"]: t["best ms"] for t in summarize_progress(r).rows()} for n, r in rows.items()}
+    st.dataframe(pd.DataFrame(bests).rename_axis("best ms of task").reset_index(), hide_index=True, width="stretch",
+                 key="runs_bests")
+    if tasks := layout_tasks(rows[first]):
+        task = st.selectbox("Layout candidates of", ([None] if len(tasks) > 1 else []) + tasks, key="profile_run_task",
+                            format_func=lambda t: t or "every task (latency over its default layout's)")
+        st.plotly_chart(layout_parameters_figure(rows[first], task), width="stretch", key="layout_parameters")
+        st.caption("One line per layout candidate the joint stage scored; drag along an axis to keep a range.")
+    else:
+        st.caption(f"{first} scored no layout candidate with parameters (the joint stage scores them).")

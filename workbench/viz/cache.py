@@ -1,5 +1,5 @@
 """Cache profile figures: footprint per loop level against the cache sizes, and the estimated
-misses of variants side by side."""
+misses of variants side by side (legends below the plots, long names cut: the hover has them)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from workbench.engine import words
 
 from .axes import log_axis
+from .legend import LEGEND_BELOW, short_name
 
 if TYPE_CHECKING:
     from workbench.engine.ceilings import Ceilings
@@ -44,7 +45,7 @@ def footprint_figure(profile: "Profile", ceilings: "Ceilings | None" = None, tit
     fig.update_layout(title=title or f"{profile.kernel}: footprint of one iteration per loop level",
                       yaxis=log_axis(ys, "bytes"), height=460,
                       xaxis={"title": "loop (outermost first)", "tickangle": -35, "automargin": True},
-                      template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 40})
+                      template="plotly_white", legend=LEGEND_BELOW, margin={"l": 60, "r": 20, "t": 50, "b": 40})
     return fig
 
 
@@ -57,10 +58,11 @@ def misses_figure(profiles: Mapping[str, "Profile"], title: str = "Estimated cac
         bounds = [prof.misses[c].get("bounded by") or "the model's estimate" for c in caches] * 2
         fig.add_trace(go.Bar(x=[f"{c} (all lines)" for c in caches] + [f"{c} (prefetch-aware)" for c in caches],
                              y=[prof.misses[c]["misses (lines)"] for c in caches]
-                             + [prof.misses[c]["misses (prefetch-aware)"] for c in caches], name=name,
+                             + [prof.misses[c]["misses (prefetch-aware)"] for c in caches], name=short_name(name),
                              customdata=bounds, hovertemplate="%{x}: %{y:,} misses (%{customdata})<extra>"
                              + name + "</extra>"))
     fig.update_layout(title=title, barmode="group",
                       yaxis=log_axis([y for tr in fig.data for y in tr.y], "misses per kernel call"),
+                      xaxis={"automargin": True}, legend=LEGEND_BELOW,
                       template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 60})
     return fig

@@ -1,5 +1,6 @@
-"""Tuning figures: best latency against measurements, every trial as a point, and the joint
-stage's layout candidates with their scores.
+"""Tuning figures: best latency against measurements, every trial as a point, the joint stage's
+layout candidates with their scores (as bars, and their parameters against latency as parallel
+coordinates), and runs side by side.
 
 Input is the tuner's progress lines as dicts (``metaschedule.read_progress``): ``task``,
 ``stage``, ``trial``, ``layout``, ``latency_ms`` (None when the candidate failed), ``error``.
@@ -12,19 +13,22 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import plotly.graph_objects as go
 
 from workbench.engine.words import plural
 from .axes import log_axis
+from .legend import LEGEND_BELOW
 
 if TYPE_CHECKING:
     from workbench.engine.step import Step
 
 __all__ = ["best_so_far", "program_so_far", "measurement_numbers", "tuning_curves_figure", "progress_figure",
-           "candidates_figure", "candidate_scores", "trial_table", "tuned_kernels", "result_text"]
+           "candidates_figure", "candidate_scores", "trial_table", "tuned_kernels", "result_text", "layout_params",
+           "LayoutParameters", "layout_parameters", "layout_tasks", "layout_parameters_figure", "runs_figure"]
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
@@ -98,7 +102,7 @@ def _curve(fig: go.Figure, rows: Sequence[Mapping], name: str, colour: str, poin
 def _axes(fig: go.Figure, title: str) -> go.Figure:
     ys = [y for trace in fig.data for y in (trace.y or ())]
     fig.update_layout(title=title, xaxis_title="hardware measurements", yaxis=log_axis(ys, "latency (ms)"),
-                      template="plotly_white", legend={"orientation": "h", "y": -0.2},
+                      template="plotly_white", legend=LEGEND_BELOW,
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     return fig
 
@@ -178,6 +182,114 @@ def candidates_figure(rows: Sequence[Mapping], title: str = "Joint stage: layout
     fig.update_layout(title=title, yaxis_title="score: best latency (ms)", template="plotly_white",
                       xaxis_tickangle=-30, margin={"l": 60, "r": 20, "t": 50, "b": 120})
     return fig
+
+
+########## Layout parameters against latency; runs side by side ##########
+
+_PARAM = re.compile(r"(\w+)=(\[[^\]]*\]|[^,]+)")
+_DEFAULT = "default"
+
+
+def layout_params(label: str | None) -> tuple[str, dict[str, float]]:
+    """A layout candidate's preset and numeric parameters, read from the label its progress lines
+    carry (``joint.Candidate.label``); a list gives one parameter per element.
+
+    >>> layout_params("alt_tiled(tiles=[1, 16], ot=32, it=3)")
+    ('alt_tiled', {'tiles[0]': 1.0, 'tiles[1]': 16.0, 'ot': 32.0, 'it': 3.0})
+    >>> layout_params("default"), layout_params(None)
+    (('default', {}), ('default', {}))
+    """
+    text = (label or _DEFAULT).strip()
+    m = re.fullmatch(r"(\w+)\((.*)\)", text)
+    if m is None:
+        return text, {}
+    params: dict[str, float] = {}
+    for key, value in _PARAM.findall(m.group(2)):
+        nums = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", value)]
+        if value.startswith("["):
+            params.update({f"{key}[{i}]": n for i, n in enumerate(nums)})
+        elif len(nums) == 1:
+            params[key] = nums[0]
+    return m.group(1), params
+
+
+class LayoutParameters(NamedTuple):
+    """Scored layout candidates of one preset (the most tried): the parameters' names, each
+    candidate's values and score, and the default layout's score (one task: ms; None if not
+    scored). With ``relative``, the scores of every task over its default layout's."""
+
+    task: str | None
+    preset: str | None
+    names: list[str]
+    values: list[list[float]]
+    latencies: list[float]
+    default_ms: float | None
+    relative: bool
+
+
+def layout_parameters(rows: Sequence[Mapping], task: str | None = None) -> LayoutParameters:
+    """``task``'s joint-stage candidates (``candidate_scores``) with a score, as parameter values;
+    with no task, those of every task with a scored default layout, each score over that one's
+    (tasks of one network differ in size: only ratios compare)."""
+    cands = [(c["task"], c["score_ms"], *layout_params(c["layout"])) for c in candidate_scores(rows)
+             if task in (None, c["task"]) and (c["score_ms"] or 0) > 0]
+    defaults = {t: ms for t, ms, preset, _ in cands if preset == _DEFAULT}
+    presets = Counter(preset for t, _, preset, params in cands if params and (task or t in defaults))
+    top = presets.most_common(1)[0][0] if presets else None
+    mine = [(ms if task else ms / defaults[t], params) for t, ms, preset, params in cands
+            if params and preset == top and (task or t in defaults)]
+    names = list(dict.fromkeys(k for _, params in mine for k in params))
+    mine = [(ms, params) for ms, params in mine if all(k in params for k in names)]
+    return LayoutParameters(task, top, names, [[params[k] for k in names] for _, params in mine],
+                            [ms for ms, _ in mine], defaults.get(task) if task else None, task is None)
+
+
+def layout_tasks(rows: Sequence[Mapping]) -> list[str]:
+    """The tasks with a scored layout candidate that has parameters, in the order first tried."""
+    return [t for t in dict.fromkeys(c["task"] for c in candidate_scores(rows))
+            if layout_parameters(rows, t).values]
+
+
+def _dimension(label: str, values: list[float]) -> dict:
+    """A parallel axis; positive values on a log2 scale (tiles of 1 ... 64 spread evenly), ticked at each value."""
+    log = all(v > 0 for v in values)
+    scale = (lambda v: math.log2(v)) if log else (lambda v: v)  # noqa: E731
+    ticks = sorted(set(values))
+    lo, hi = scale(ticks[0]), scale(ticks[-1])
+    return {"label": label, "values": [scale(v) for v in values],
+            "range": [lo - 0.5, hi + 0.5] if lo == hi else [lo, hi],  # one value: mid-axis, not at an end
+            "tickvals": [scale(t) for t in ticks], "ticktext": [f"{t:g}" for t in ticks]}
+
+
+def layout_parameters_figure(rows: Sequence[Mapping], task: str | None = None,
+                             title: str | None = None) -> go.Figure:
+    """Parallel coordinates, one line per scored layout candidate (``layout_parameters``): an axis
+    per layout parameter, then its score, the line coloured by that score (darker is faster)."""
+    info = layout_parameters(rows, task)
+    head = title or (f"{task or 'every task'}: {info.preset or 'layout'} parameters against latency"
+                     + (f" (default layout: {info.default_ms:.4f} ms)" if info.default_ms is not None else ""))
+    layout = {"title": head, "template": "plotly_white", "margin": {"l": 60, "r": 60, "t": 100, "b": 30}}
+    if not info.values:
+        return go.Figure(data=[], layout=layout)
+    dims = [_dimension(n, [v[j] for v in info.values]) for j, n in enumerate(info.names)]
+    # latency on a log axis with 1-2-5 ticks: one slow candidate does not flatten the others
+    axis = log_axis(info.latencies)
+    dims.append({"label": "latency / default layout's" if info.relative else "latency (ms)",
+                 "values": [math.log10(v) for v in info.latencies], "range": axis["range"],
+                 "tickvals": [math.log10(t) for t in axis["tickvals"]], "ticktext": axis["ticktext"]})
+    return go.Figure(go.Parcoords(dimensions=dims, line={"color": dims[-1]["values"], "colorscale": "Blues",
+                                                         "reversescale": True, "showscale": False}), layout=layout)
+
+
+def runs_figure(runs: Mapping[str, Sequence[Mapping]], title: str = "Tuning runs side by side") -> go.Figure:
+    """Each run's program curve (``program_so_far``: the sum of its tasks' bests) against its own
+    measurements, all on one axis: the run whose curve lies lower got there faster."""
+    fig = go.Figure()
+    for i, (name, rows) in enumerate(runs.items()):
+        fig.add_trace(go.Scatter(x=measurement_numbers(rows), y=program_so_far(rows), mode="lines", name=name,
+                                 line={"color": _PALETTE[i % len(_PALETTE)], "width": 2, "shape": "hv"},
+                                 hovertemplate=f"{name}<br>after %{{x}} measurements: %{{y:.4f}} ms<extra></extra>"))
+    return _axes(fig, title)
 
 
 ########## The result in words ##########
