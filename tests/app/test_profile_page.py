@@ -39,7 +39,8 @@ def test_profile_names_variants_short_and_keeps_their_chains_for_hover_and_a_tab
     entries = [t["name"] for t in roof["data"][3:] if t.get("showlegend") is not False
                and t.get("legendgroup") != "library"]
     assert entries == ["v1", "v2"]
-    assert roof["layout"]["legend"]["orientation"] == "h" and roof["layout"]["legend"]["y"] < 0
+    legend = roof["layout"]["legend"]  # under the plot, across it: the plot keeps the figure's width
+    assert (legend["orientation"], legend["yref"], legend["yanchor"]) == ("h", "container", "bottom")
     hovers = {t["name"]: t["hovertemplate"].replace("<br>", " ") for t in roof["data"] if t.get("showlegend") is False
               and t.get("legendgroup") != "library"}
     assert set(hovers) == {"conv · v1", "pool · v1", "conv · v2", "pool · v2"}  # pad has no FLOPs

@@ -20,6 +20,12 @@ CEIL = Ceilings("test cpu", {"kind": "llvm"}, peak_gflops=100.0, copy_gbs=10.0, 
                 caches={"L1d": 32 * KIB, "L2": 1024 * KIB, "L3": 8192 * KIB}, line_bytes=64)
 
 
+def below(fig: go.Figure) -> bool:
+    """The legend sits under the plot, across it, at the figure's bottom (not at its right)."""
+    legend = fig.layout.legend
+    return legend.orientation == "h" and legend.yref == "container" and legend.y == 0 and legend.yanchor == "bottom"
+
+
 def _points(fig: go.Figure) -> list:
     """The roofline's kernel markers (not the roofs, the legend's entries or the library stars)."""
     return [t for t in fig.data if t.showlegend is False and t.legendgroup != "library"]
@@ -59,8 +65,7 @@ def test_roofline_names_variants_short_in_its_legend_below_the_plot_and_whole_on
     fig = roofline_figure(pts, CEIL, chains={"v2": CHAIN})
     entries = [t.name for t in fig.data if t.showlegend is not False]
     assert entries[3:] == ["v1", "v2"] and all(len(n) < 40 for n in entries)
-    legend = fig.layout.legend
-    assert legend.orientation == "h" and legend.y < 0 and legend.yanchor == "top"  # below the plot
+    assert below(fig)
     old_conv, relu, new_conv = _points(fig)
     assert [t.name for t in (old_conv, relu, new_conv)] == ["conv · v1", "relu · v1", "conv · v2"]
     shown = re.sub(r"<br>", " ", new_conv.hovertemplate)
@@ -82,7 +87,7 @@ def test_latency_bars_name_variants_short_with_the_chain_on_hover_and_the_legend
     fig = latency_bars_figure({f"v1: {CHAIN}": {"conv": 9.0}, "v2": {"conv": 4.0}}, chains={"v2": CHAIN})
     assert [t.name for t in fig.data] == ["v1", "v2"]
     assert CHAIN in re.sub(r"<br>", " ", fig.data[1].hovertemplate)
-    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
+    assert below(fig)
 
 
 def test_the_library_gemms_labels_sit_apart():
@@ -109,6 +114,7 @@ def _profile(name: str, l1_misses: int) -> Profile:
 def test_footprint_figure_has_a_line_per_buffer_and_the_total_against_the_caches():
     fig = footprint_figure(_profile("k", 100))
     assert [t.name for t in fig.data] == ["x", "y", "total", "L1d 32 KiB", "L2 1 MiB"]  # caches in the legend
+    assert below(fig)
     assert list(fig.data[2].y) == [5 * KIB * KIB, 80 * KIB, 320]
     assert [set(t.y) for t in fig.data[3:]] == [{32 * KIB}, {1024 * KIB}]
     with_ceilings = footprint_figure(_profile("k", 100), CEIL)  # the machine's three caches
@@ -118,7 +124,7 @@ def test_footprint_figure_has_a_line_per_buffer_and_the_total_against_the_caches
 
 def test_misses_figure_has_one_bar_trace_per_variant():
     fig = misses_figure({"NCHW": _profile("conv", 800), "tiled": _profile("conv", 80)})
-    assert [t.name for t in fig.data] == ["NCHW", "tiled"] and fig.layout.legend.y < 0
+    assert [t.name for t in fig.data] == ["NCHW", "tiled"] and below(fig)
     assert list(fig.data[0].x) == ["L1d (all lines)", "L2 (all lines)", "L1d (prefetch-aware)",
                                    "L2 (prefetch-aware)"]
     assert list(fig.data[0].y) == [800, 1600, 100, 100] and list(fig.data[1].y) == [80, 160, 10, 10]
@@ -142,3 +148,17 @@ def test_misses_bars_name_the_bound_that_set_them():
     (bars,) = misses_figure({"v": prof}).data
     assert list(bars.customdata) == ["the model's estimate", "inclusion (L1d)"] * 2
     assert "%{customdata}" in bars.hovertemplate
+
+
+def test_every_measured_point_lies_inside_the_roofline_axes():
+    """Points far apart and one far above the measured peak (timed at another clock): each one
+    lies within both axes' ranges, so none is cut off."""
+    import math
+
+    pts = [RooflinePoint("relu", "v1", 10**5, 8 * 10**7, 10.0),          # 0.01 GFLOP/s at 1/800 FLOP/B
+           RooflinePoint("gmm", "v1", 2 * 10**10, 10**6, 20.0),          # 1000 GFLOP/s: ten times the peak
+           RooflinePoint("conv", "v2", 2 * 10**8, 4 * 10**6, 6.0)]
+    fig = roofline_figure(pts, CEIL)
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    for t in _points(fig):
+        assert x0 < math.log10(t.x[0]) < x1 and y0 < math.log10(t.y[0]) < y1, t.name

@@ -13,7 +13,7 @@ import textwrap
 __all__ = ["LEGEND_BELOW", "NAME_CHARS", "short_name", "hover_lines"]
 
 #: a horizontal legend under the plot (Plotly grows the bottom margin to hold its rows)
-LEGEND_BELOW = {"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.18, "yanchor": "top"}
+LEGEND_BELOW = {"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"}
 #: the most characters of a name in a legend (the hover has it whole)
 NAME_CHARS = 24
 #: characters per line of a hover's long text

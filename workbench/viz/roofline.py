@@ -89,7 +89,8 @@ def roofline_figure(points: Sequence["RooflinePoint"], ceilings: "Ceilings", tit
             text=[y.label], textposition=("bottom left", "top left")[i % 2], marker=_REFERENCE, cliponaxis=False,
             hovertemplate=f"<b>{y.label}</b> (library, {y.threads} threads)<br>%{{y:.1f}} GFLOP/s<extra></extra>"))
     ymin = min([p.gflops for p in shown] + [lo * ceilings.bandwidth_gbs]) / 2
-    ytop = max([ceilings.peak_gflops] + [y.gflops for y in refs])  # a library may beat the measured roof
+    # a library, or a kernel timed when the peak was measured low, may beat the measured roof
+    ytop = max([ceilings.peak_gflops] + [y.gflops for y in refs] + [p.gflops for p in shown])
     fig.update_layout(title=title, xaxis=log_axis([lo, hi], "arithmetic intensity (FLOP/byte, compulsory traffic)",
                                                   automargin=True),
                       # the roof on top, not the extended bandwidth line

@@ -282,11 +282,13 @@ def layout_parameters_figure(rows: Sequence[Mapping], task: str | None = None,
 
 
 def runs_figure(runs: Mapping[str, Sequence[Mapping]], title: str = "Tuning runs side by side") -> go.Figure:
-    """Each run's program curve (``program_so_far``: the sum of its tasks' bests) against its own
-    measurements, all on one axis: the run whose curve lies lower got there faster."""
+    """Each run's program curve (``program_so_far``: the sum of its tasks' bests, from the point
+    where every task of the run has one) against its own measurements, all on one axis: the run
+    whose curve lies lower got there faster."""
     fig = go.Figure()
     for i, (name, rows) in enumerate(runs.items()):
-        fig.add_trace(go.Scatter(x=measurement_numbers(rows), y=program_so_far(rows), mode="lines", name=name,
+        tasks = list(dict.fromkeys(str(r.get("task")) for r in rows))  # a sum over fewer would climb as tasks come
+        fig.add_trace(go.Scatter(x=measurement_numbers(rows), y=program_so_far(rows, tasks), mode="lines", name=name,
                                  line={"color": _PALETTE[i % len(_PALETTE)], "width": 2, "shape": "hv"},
                                  hovertemplate=f"{name}<br>after %{{x}} measurements: %{{y:.4f}} ms<extra></extra>"))
     return _axes(fig, title)
