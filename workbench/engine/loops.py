@@ -30,7 +30,7 @@ from .errors import LoopError
 from .step import PrimitiveSpec, Step
 
 __all__ = ["visit_nodes", "loop_step", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks", "list_loops",
-           "block_nest", "block_nests", "printed_loop_names", "block_writes", "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
+           "block_nest", "block_nests", "printed_loop_names", "free_and_given", "block_writes", "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule", "walk_nest",
            "basic_schedule"]
 
 FuncOrSchedule = Union[tirx.PrimFunc, tvm.IRModule, s_tir.Schedule]
@@ -383,7 +383,7 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: t
     """The cheap preconditions, checked before TVM is asked (``main``: the kernel)."""
     if p == "split":
         fs = a["factors"]
-        free, given = _free_and_given(fs)
+        free, given = free_and_given(fs)
         known = math.prod(given)
         ext, name = loops[0].extent, loops[0].name
         if len(fs) < 2 or len(free) > 1:
@@ -396,7 +396,7 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: t
             raise LoopError(f"split factors {fs} multiply to {known}, more than loop {name!r}'s extent {ext}")
     elif p == "loop_partition":
         fs, ext, name = a["factors"], loops[0].extent, loops[0].name
-        free, given = _free_and_given(fs)
+        free, given = free_and_given(fs)
         known = sum(given)
         if len(fs) < 2 or len(free) > 1 or any(f <= 0 for f in given):
             raise LoopError(f"loop_partition needs 2 or more positive counts, at most one of them null; got {fs}")
@@ -427,7 +427,7 @@ def _check(p: str, a: dict[str, Any], loops: list[LoopInfo], block: Any, main: t
                             f"{', '.join(str(r.source.name) for r in have)}")
 
 
-def _free_and_given(factors: Sequence[int | None]) -> tuple[list, list[int]]:
+def free_and_given(factors: Sequence[int | None]) -> tuple[list, list[int]]:
     """A split's or partition's inferred entries (None or -1) and the given ones."""
     return [f for f in factors if f is None or f == -1], [f for f in factors if f is not None and f != -1]
 

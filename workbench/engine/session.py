@@ -88,8 +88,9 @@ def new_session(model: str | Mapping = zoo.DEFAULT_MODEL, name: str | None = Non
 
 @dataclass(frozen=True)
 class KernelSchedule:
-    """Which schedule a kernel gets: ``tuned`` (a trace), ``loop steps`` (the session's),
-    ``conversion`` (a stand-alone conversion's analytic loop steps) or ``default`` (none)."""
+    """Which schedule a kernel gets: ``tuned`` (a trace), ``loop steps`` (the session's, after
+    ``trace`` when they edit a tuned kernel), ``conversion`` (a stand-alone conversion's analytic
+    loop steps) or ``default`` (none)."""
 
     kind: str
     steps: tuple[Step, ...] = ()
@@ -191,7 +192,9 @@ class State:
         kernel = self._kernel(step.target)
         if step.kind == "loop":
             old = self.schedule(kernel)
-            sched = KernelSchedule("loop steps", (old.steps if old.kind == "loop steps" else ()) + (step,))
+            # a tuned kernel keeps its trace: the step names its blocks and loops (conv_init, ...)
+            base = old if old.kind in ("loop steps", "tuned") else KernelSchedule("loop steps")
+            sched = KernelSchedule("loop steps", base.steps + (step,), trace=base.trace)
             new = self._with_schedule(kernel, sched)
         else:  # tuned: its layouts first (replacing those of the same keys), then its trace
             state = self
@@ -255,7 +258,7 @@ class State:
         if sched.kind == "tuned":
             return apply_trace_json(func, sched.trace)
         if sched.kind in ("loop steps", "conversion"):
-            return apply_steps(func, sched.steps)
+            return apply_steps(func if sched.trace is None else apply_trace_json(func, sched.trace), sched.steps)
         return empty_schedule(func)
 
     def scheduled(self, kernel: str):

@@ -88,8 +88,9 @@ def primitive_form(name: str, spec: PrimitiveSpec, ctx: FormContext, key: str) -
 
 def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: dict[str, Any], key: str) -> Any:
     default = spec.defaults.get(arg)
-    if kind == "block":
-        return st.selectbox(arg, list(ctx.blocks), key=key)
+    if kind == "block":  # a second block (compute_at's target) starts from another one than the first
+        other = next((i for i, b in enumerate(ctx.blocks) if b not in args.values()), 0)
+        return st.selectbox(arg, list(ctx.blocks), key=key, **_start(key, index=other))
     if kind in ("loop", "loops"):
         owner = args.get(spec.loop_of) or (ctx.blocks[0] if ctx.blocks else "")
         loops = dict(ctx.loops.get(owner, ()))
@@ -112,7 +113,7 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
         text = st.text_input(f"{arg} (dims 0..{rank - 1}: {' '.join(ctx.dims)})", ", ".join(map(str, guess)), key=key)
         return parse_ints(text, arg)
     if kind in ("int", "written"):
-        return int(st.number_input(arg, 0, 1 << 16, int(default or 0), key=key))
+        return int(st.number_input(arg, 0, 1 << 16, key=key, **_start(key, value=int(default or 0))))
     if kind == "ints":
         # the factors of the loop or dim chosen before: a default that always applies, reset on a new choice
         extent = _chosen_extent(spec, ctx, args)
@@ -123,6 +124,12 @@ def _widget(arg: str, kind: str, spec: PrimitiveSpec, ctx: FormContext, args: di
     if kind == "tensor":
         return st.selectbox(arg, list(ctx.tensors) or ["(no constant)"], key=key)
     return st.text_input(arg, str(default or ""), key=key)
+
+
+def _start(key: str, **first: Any) -> dict[str, Any]:
+    """A widget's first value, unless the page has set one (a starting argument, a clicked row):
+    Streamlit warns of a widget given both."""
+    return {} if key in st.session_state else first
 
 
 def _written_widget(arg: str, kind: str, spec: PrimitiveSpec, buffer: tuple[str, tuple[int, ...]] | None,

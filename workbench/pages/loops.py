@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.loopargs import default_arguments
+from workbench.engine.loopargs import default_arguments, form_blocks, split_waste
 from workbench.engine.loops import PRIMITIVES, diff, script
 from workbench.engine.step import Step
 from workbench.engine.views import nest_view
@@ -56,7 +56,9 @@ if st.session_state.get("loop_seeded") != seed:
 if st.session_state.loop_defaults is None:
     st.info(f"No block or loop of {kernel} takes {prim} (each choice was refused); the check below says why "
             "for the one chosen.", icon=":material/info:")
-ctx = FormContext(blocks=blocks, loops={b: [(lp.name, lp.extent) for lp in loops[b]] for b in blocks}, writes=view.writes)
+# the compute block first (a tuned conv's conv_update, not its conv_init)
+ctx = FormContext(blocks=form_blocks(loops), loops={b: [(lp.name, lp.extent) for lp in loops[b]] for b in blocks},
+                  writes=view.writes)
 picked = table.selection.rows if table is not None else []
 if picked and picked[0] < len(rows) and st.session_state.get("loop_picked") != (kernel, prim, picked[0]):
     # a new click: its block and loop go into the form's widgets before they are drawn
@@ -83,6 +85,10 @@ except WorkbenchError as e:
     step, preview, refused = None, None, e.reason
 if refused:
     st.warning(f"{prim} would be refused: {refused}", icon=":material/block:")
+elif prim == "split" and (waste := split_waste(args["factors"],
+                                               extent := dict(ctx.loops[args["block"]])[args["loop"]])):
+    st.info(f"split runs {waste} (the iterations past {extent} skip the body under a guard); factors that "
+            f"divide {extent} waste none", icon=":material/info:")
 
 
 def _applied() -> None:
