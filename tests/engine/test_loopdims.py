@@ -40,3 +40,19 @@ def test_split_and_fused_loops_name_their_parts_after_the_expert_schedule():
     # every labelled loop exists in its block
     for block, names in view.dims.items():
         assert set(names) <= {lp.name for lp in view.loops[block]}
+
+
+def test_a_tuned_kernels_init_and_update_loops_run_over_the_same_dims():
+    """MetaSchedule's conv (its reduction decomposed into conv_init and conv_update): every loop of
+    extent > 1 is labelled, spatial ones with the NCHW dims, the reductions by their own names, and
+    the init's copy of a loop (``i1_2_init``) with the update's label for it (``i1_2``)."""
+    from tests.tuned import tuned_state
+
+    view = nest_view(tuned_state(), "conv")
+    update, init = view.dims["conv_update"], view.dims["conv_init"]
+    for lp in view.loops["conv_update"]:
+        if lp.extent > 1:
+            parts = update[lp.name].split(" (")[0].split("·")
+            assert parts == [lp.name.split("_")[0]] if lp.reduction else set(parts) <= set("NCHW"), (lp, update)
+    same = {name.removesuffix("_init"): label for name, label in init.items()}  # the loops they share keep their names
+    assert any(name.endswith("_init") for name in init) and same == {name: update[name] for name in same}
