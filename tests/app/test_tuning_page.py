@@ -1,15 +1,22 @@
 """The Tuning page after a run: the done message names the kernels tuned (not every action the
-result adds) and the trial table numbers measurements as the curves' x axis does."""
+result adds) and the trial table numbers measurements as the curves' x axis does; a result shows
+its speed-ups against its baselines, Apply turns into "applied" with an Undo that restores the
+session, and a stopped run's best so far applies (or the page says why not)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+from workbench.engine.session import replay
 from workbench.engine.step import Step
+from workbench.engine.timing import Stats
+from workbench.engine.tuning.baselines import KernelBaselines
 
 from tests.app.apptest import session
+from tests.engine.tuning.jobs import job_folder, loop_records, rows
 
 
 class _DoneJob:
@@ -35,6 +42,11 @@ class _DoneJob:
 
     def network_report(self) -> list[str]:
         return []  # no kernel slower in the network than measured
+
+    def baselines(self):
+        return None  # not timed against its baselines
+
+    stage = "joint"
 
 
 def _joint_r18_stem() -> tuple[list[dict], list[Step]]:
@@ -78,3 +90,99 @@ def test_the_trial_table_and_the_curves_number_the_runs_measurements_alike(at, t
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     points = next(t for t in fig["data"] if t.get("name") == "conv: trials")
     assert list(points["x"]) == list(trials["measurement"])
+
+
+########## Applied, Undo, a stopped run's best so far (#45 item 5, found 5-7) ##########
+
+_TIMED = KernelBaselines("conv", Stats(0.63, 0.62, 0.65, 3), {"start": Stats(0.91, 0.90, 0.93, 3),
+                                                              "expert": Stats(0.64, 0.60, 0.70, 3),
+                                                              "library": Stats(1.26, 1.20, 1.30, 3)},
+                         "PyTorch (channels-last)")
+
+
+def _keys(at) -> list[str]:
+    return [b.key for b in at.button]
+
+
+def _done_loop_run(at, folder: Path):
+    """The tab's session with a redo stack (an action undone), and a finished loop-only run from it
+    whose result tunes conv and was timed against its baselines."""
+    start = replace(session(at), redo_stack=(Step.make("preset", "conv", "channels_last"),))
+    at.session_state["state"] = replay(start)
+    tuned = replace(start, steps=(Step.make("tuned", "conv", "tuned", stage="loop", trace=[[], []], latency_ms=0.7,
+                                            measurements=2),), redo_stack=())
+    job = job_folder(folder, start, "loop", rows("conv", [0.8, 0.7]), owner=at.session_state["wid"],
+                     result={"session": tuned.to_json(), "network": {}, "baselines": [_TIMED.to_json()]})
+    at.session_state["tune_job"] = job
+    at.session_state["tune_base"] = (start.key(), 0)
+    return start, tuned
+
+
+def test_a_result_shows_its_speed_up_against_each_baseline_with_the_spread(at, tmp_path):
+    _done_loop_run(at, tmp_path / "job")
+    at.switch_page("pages/tuning.py").run()
+    assert not at.exception, at.exception
+    table = next(d.value for d in at.get("dataframe") if "vs starting schedule" in d.value.columns)
+    conv = table[table["kernel"] == "conv"].iloc[0]
+    assert conv["tuned ms"] == 0.63 and conv["spread"] == "5%"
+    assert conv["vs starting schedule"] == "1.44x (spread 3%)"
+    assert conv["vs expert schedule"] == "1.02x, within noise (spread 16%)"  # their samples overlap
+    assert conv["vs library"] == "2.00x (spread 8%) (PyTorch (channels-last))"
+
+
+def test_after_apply_the_page_says_applied_with_undo_and_undo_restores_the_session(at, tmp_path):
+    start, tuned = _done_loop_run(at, tmp_path / "job")
+    at.switch_page("pages/tuning.py").run()
+    at.button(key="tune_apply").click().run()
+    assert not at.exception, at.exception
+    assert session(at).key() == tuned.key()
+    applied = [m.value for m in at.success if m.value.startswith("Applied")]
+    assert applied == ["Applied: 1 kernel tuned, conv 0.9100 -> 0.6300 ms (1.44x); the session has 1 more action."]
+    assert "tune_undo" in _keys(at) and "tune_apply" not in _keys(at)
+    assert not [m for m in at.success if m.value.startswith("Tuning done")]
+
+    at.button(key="tune_undo").click().run()
+    assert not at.exception, at.exception
+    assert session(at).key() == start.key() and session(at).redo_stack == start.redo_stack  # as it was, redo included
+    assert "tune_apply" in _keys(at) and "tune_undo" not in _keys(at)
+
+    # after a reload the tab no longer holds the state from before: the job's folder has it
+    at.button(key="tune_apply").click().run()
+    del at.session_state["tune_before"]
+    at.button(key="tune_undo").click().run()
+    assert not at.exception, at.exception
+    assert session(at).key() == start.key() and session(at).redo_stack == start.redo_stack
+
+
+def test_a_stopped_loop_runs_best_so_far_applies(at, tmp_path):
+    start = session(at)
+    job = job_folder(tmp_path / "job", start, "loop", rows("conv", [0.912, 0.728]), owner=at.session_state["wid"],
+                     stopped=True)
+    loop_records(job.dir, at.session_state["state"], [("conv", [0.000912]), ("conv", [0.000728])])
+    at.session_state["tune_job"] = job
+    at.session_state["tune_base"] = (start.key(), 0)
+    at.switch_page("pages/tuning.py").run()
+    assert not at.exception, at.exception
+    infos = " ".join(m.value for m in at.info)
+    assert "The run stopped after 2 measurements, before its result." in infos
+    assert "Its best so far: conv 0.7280 ms." in infos
+    assert "tune_time_baselines" in _keys(at)  # a stopped run is timed against its baselines on request
+    at.button(key="tune_apply").click().run()
+    assert not at.exception, at.exception
+    (step,) = [s for s in session(at).steps if s.kind == "tuned"]
+    assert step.target == "conv" and round(step.get("latency_ms"), 6) == 0.728
+    assert [m.value for m in at.success if "applied" in m.value] == [
+        "The best so far applied: 1 kernel tuned, conv 0.7280 ms (before: not timed); the session has "
+        f"{len(session(at).steps)} more actions."]
+    assert "tune_undo" in _keys(at)
+
+
+def test_a_stopped_joint_run_says_why_its_best_cannot_be_applied(at, tmp_path):
+    start = session(at)
+    at.session_state["tune_job"] = job_folder(tmp_path / "job", start, "joint", rows("conv", [0.9], stage="joint"),
+                                              owner=at.session_state["wid"], stopped=True)
+    at.switch_page("pages/tuning.py").run()
+    assert not at.exception, at.exception
+    (why,) = [m.value for m in at.warning if "cannot be applied" in m.value]
+    assert why.startswith("Its best so far cannot be applied: a joint run that ended before its result")
+    assert "tune_apply" not in _keys(at)

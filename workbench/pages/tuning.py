@@ -3,18 +3,23 @@ curves live, stop it, and apply the result to the session as ``tuned`` actions."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.errors import WorkbenchError
+from workbench.engine.errors import TuneError, WorkbenchError
+from workbench.engine.session import State
+from workbench.engine.tuning.applied import Applied, before_state, kernel_changes, load_applied, record_applied
+from workbench.engine.tuning.baselines import speedup_rows
 from workbench.engine.tuning.options import TuneOptions
+from workbench.engine.tuning.partial import partial_reason
 from workbench.engine.tuning.progress import pace, summarize_progress
 from workbench.engine.tuning.stages import joint_shares
 from workbench.engine.tuning.rpc import RpcConfig
-from workbench.engine.tuning.worker import Job, session_job_spec, start_job
+from workbench.engine.tuning.worker import Job, baselines_job_spec, session_job_spec, start_job
 from workbench.pages import _state
 from workbench.engine.words import plural
 from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure, result_text, trial_table
@@ -136,15 +141,110 @@ def _live() -> None:
 
 live()
 
-if job is not None and not job.running() and (tuned := job.tuned_state(owner)) is not None:
+
+########## The result: applied (with Undo), or its figures and Apply ##########
+
+def apply(job: Job, result: Callable[[], State], partial: bool) -> None:
+    """Replace the session with a result (``on_click``) and record it in the job's folder: what
+    changed, and the session before, for Undo."""
+    before, got = _state.state(), {}
     base_key, base_len = st.session_state.get("tune_base", ("", 0))
-    # the steps past the base: tuned kernels, and for the joint stage the schedules of the kernels it did not tune
-    st.success(f"Tuning done: {result_text(tuned.session.steps[base_len:])} These are the tuner's figures (one "
-               "measurement per candidate: the median of its repeats); a replay of the applied session "
-               "(Sessions page) times each kernel over repeats and says whether it differs from them beyond the noise.")
-    for line in job.network_report():  # kernels slower than measured, the network kept
-        (st.warning if line.startswith("warning:") else st.caption)(line)
+
+    def change(_: State) -> State:
+        got["state"] = result()
+        return got["state"]
+
+    if _state.act(change):  # the page says what was applied, with its Undo
+        added = got["state"].session.steps[base_len:]
+        record_applied(job.dir, before.session, got["state"].session,
+                       kernel_changes(added, job.baselines(), before.session.key() == base_key), partial)
+        st.session_state.tune_before = before  # Undo without a replay
+
+
+def undo(job: Job, applied: Applied) -> None:
+    kept = st.session_state.pop("tune_before", None)
+    _state.act(lambda _: kept if kept is not None and kept.session.key() == applied.before_key
+               else before_state(job.dir, applied), "the tuning result is undone: the session is as it was before")
+
+
+def best_so_far(job: Job) -> State:
+    got = job.partial_result(owner)
+    if got is None or got.state is None:
+        raise TuneError(got.reason if got else "this job is not a session tuning")
+    return got.state
+
+
+def time_baselines(job: Job) -> None:
+    with _state.attempt("timing against the baselines", rerun=False):
+        start_job(baselines_job_spec(job), job.dir / "baselines", owner=owner, queue=queue)
+
+
+def speedups(job: Job) -> None:
+    """Each tuned kernel against its starting schedule, its expert schedule and the library."""
+    report, timer = job.baselines(), Job.attach(job.dir / "baselines")
+    if report is not None and report.kernels:
+        st.markdown("**Speed-up against the baselines** (a baseline's median over the tuned kernel's)")
+        st.caption("Timed interleaved, as the benchmarks time them; the spread is (max - min) / median of the "
+                   "samples, and *within noise* means the two overlap. The library runs the op alone (its fused "
+                   "bias or activation not included): the faster of PyTorch and NumPy (GMM only).")
+        st.dataframe(pd.DataFrame(speedup_rows(report.kernels)), hide_index=True, width="stretch",
+                     key="tune_speedups", column_config={"tuned ms": st.column_config.NumberColumn(format="%.4f")})
+    elif report is not None or (timer is not None and timer.status().state == "failed"):
+        why = report.error if report is not None else timer.status().error
+        st.warning(f"Timing against the baselines failed: {why or 'no tuned kernel to time'}")
+    if report is None and timer is not None and timer.running():
+        st.info(f"Timing the tuned kernels against their baselines: {timer.status()}. The table appears here.")
+        st.fragment(run_every=2.0)(_wait_for_baselines)(job)
+    elif report is None:
+        st.button("Time against the baselines", key="tune_time_baselines", on_click=time_baselines, args=(job,),
+                  help="Each tuned kernel beside its starting schedule, its expert schedule and PyTorch / NumPy, "
+                       "interleaved, in a worker process")
+
+
+def _wait_for_baselines(job: Job) -> None:
+    if job.baselines() is not None or not ((t := Job.attach(job.dir / "baselines")) and t.running()):
+        st.rerun()  # the whole page, with the table
+
+
+def result(job: Job) -> None:
+    status = job.status()
+    base_key, base_len = st.session_state.get("tune_base", ("", 0))
+    applied = load_applied(job.dir)
+    if applied is not None and applied.after_key == session.key():
+        st.success(applied.text(), icon=":material/check:")
+        st.button("Undo: restore the session as it was before", key="tune_undo", icon=":material/undo:",
+                  on_click=undo, args=(job, applied))
+        speedups(job)
+        return
+    if (tuned := job.tuned_state(owner)) is not None:
+        # the steps past the base: tuned kernels, and for the joint stage the schedules of the kernels it did not tune
+        st.success(f"Tuning done: {result_text(tuned.session.steps[base_len:])} These are the tuner's figures (one "
+                   "measurement per candidate: the median of its repeats); a replay of the applied session "
+                   "(Sessions page) times each kernel over repeats and says whether it differs from them beyond the "
+                   "noise.")
+        for line in job.network_report():  # kernels slower than measured, the network kept
+            (st.warning if line.startswith("warning:") else st.caption)(line)
+        speedups(job)
+        label, get, partial = "Apply the result to the session", lambda: tuned, False
+    elif status.state in ("stopped", "failed") and job.stage is not None:
+        rows = job.progress()
+        st.info(f"The run {status.state} after {plural(len(rows), 'measurement')}, before its result.")
+        if why := partial_reason(job.stage, rows):
+            st.warning(f"Its best so far cannot be applied: {why}.")
+            return
+        bests = ", ".join(f"{t.task} {t.best_ms:.4f} ms" for t in summarize_progress(rows).tasks if t.best_ms)
+        st.info(f"Its best so far: {bests}. Applying it gives each kernel measured so far its best trace (checked "
+                "against the reference first) and the other kernels what a finished run gives them.")
+        speedups(job)
+        label, get, partial = "Apply the best so far to the session", lambda: best_so_far(job), True
+    else:
+        return
     if base_key != session.key():
-        st.warning("The session changed since this run started; applying replaces it with the tuned one.")
-    st.button("Apply the result to the session", key="tune_apply", type="primary", on_click=_state.act,
-              args=(lambda s: tuned, "tuning result applied"))
+        st.warning("The session changed since this run started; applying replaces it with the tuned one "
+                   "(Undo brings it back).")
+    st.button(label, key="tune_apply", type="primary", on_click=apply, args=(job, get, partial))
+
+
+if job is not None and not job.running():
+    with _state.guard("the tuning result"):
+        result(job)

@@ -63,15 +63,16 @@ if TYPE_CHECKING:  # the worker imports TVM only once it has a slot
     from .records import TuneResult, TuneTask
     from .rpc import RpcConfig
 
-__all__ = ["JobStatus", "Job", "JobQueue", "job_spec", "session_job_spec", "replay_job_spec", "tasks_from_spec",
-           "start_job", "run_job", "main", "MAX_JOBS_ENV"]
+__all__ = ["JobStatus", "Job", "JobQueue", "job_spec", "session_job_spec", "replay_job_spec", "baselines_job_spec",
+           "tasks_from_spec", "start_job", "run_job", "main", "MAX_JOBS_ENV"]
 
 SPEC_FORMAT = "alt-workbench-tune-job"
 MAX_JOBS_ENV = "ALT_WORKBENCH_MAX_JOBS"  # machine-wide jobs at a time (default 1: two saturate 2 cores)
 _MODULE = "workbench.engine.tuning.worker"  # what start_job runs with python -m
 _STATES = ("queued", "running", "done", "failed", "stopped")
 _POLL_S = 0.5  # how often a queued worker looks at the queue
-_KINDS = {"tasks": "tuning", "session": "tuning", "replay": "replay"}  # spec kind -> what the user calls it
+# spec kind -> what the user calls it
+_KINDS = {"tasks": "tuning", "session": "tuning", "replay": "replay", "baselines": "baselines"}
 
 
 ########## Job spec ##########
@@ -92,9 +93,11 @@ def job_spec(tasks: Sequence[TuneTask], target: dict, budget: int, options: Tune
             "seed": options.seed, "isolated": bool(options.isolated)}
 
 
-def session_job_spec(session: Any, stage: str, budget: int, options: TuneOptions | None = None) -> dict:
+def session_job_spec(session: Any, stage: str, budget: int, options: TuneOptions | None = None, *,
+                     baselines: bool = True) -> dict:
     """A job that runs ``stages.tune_session`` on ``session`` (a ``session.Session``; of the
-    options, those a job uses: ``rpc``, ``joint_fraction``, ``search``, ``seed`` and ``keep_faster``)."""
+    options, those a job uses: ``rpc``, ``joint_fraction``, ``search``, ``seed`` and ``keep_faster``)
+    and, with ``baselines``, times its tuned kernels against their baselines (``baselines``)."""
     from .options import TuneOptions
     from .stages import STAGES
 
@@ -108,7 +111,8 @@ def session_job_spec(session: Any, stage: str, budget: int, options: TuneOptions
         raise TuneError(f"the joint stage's share of the budget must lie strictly between 0 and 1, got {fraction}")
     return {"format": SPEC_FORMAT, "version": 1, "kind": "session", "session": session.to_json(), "stage": stage,
             "budget": int(budget), "rpc": _rpc_text(options), "joint_fraction": float(fraction),
-            "search": options.search, "seed": options.seed, "keep_faster": bool(options.keep_faster)}
+            "search": options.search, "seed": options.seed, "keep_faster": bool(options.keep_faster),
+            "baselines": bool(baselines)}
 
 
 def replay_job_spec(session: Any, target: dict | None = None) -> dict:
@@ -116,6 +120,12 @@ def replay_job_spec(session: Any, target: dict | None = None) -> dict:
     kernels to ``job_dir/out``; ``target`` replaces the session's."""
     return {"format": SPEC_FORMAT, "version": 1, "kind": "replay", "session": session.to_json(),
             "target": None if target is None else dict(target)}
+
+
+def baselines_job_spec(job: Job) -> dict:
+    """A job that times the result of session tuning ``job`` (finished, or its best so far)
+    against its baselines, into the folder ``job.dir / "baselines"``."""
+    return {"format": SPEC_FORMAT, "version": 1, "kind": "baselines", "of": str(job.dir), "started": job.started}
 
 
 def _rpc_text(options: TuneOptions) -> str | None:
@@ -163,7 +173,7 @@ def _check_spec(spec: dict) -> None:
         raise TuneError(f"not a job spec (format must be {SPEC_FORMAT!r})")
     if spec.get("kind") in ("session", "replay"):
         _session_from_spec(spec)
-    else:
+    elif spec.get("kind") != "baselines":  # its tuning job's folder holds what it reads
         tasks_from_spec(spec)
     _rpc(spec)
 
@@ -377,6 +387,12 @@ class Job:
         budget = spec.get("budget") if isinstance(spec, dict) else None
         return int(budget) if isinstance(budget, int) else None
 
+    @property
+    def stage(self) -> str | None:
+        """A session tuning job's stage (``joint`` or ``loop``; None for another job)."""
+        spec = _read_json(self.dir / "spec.json")
+        return spec.get("stage") if isinstance(spec, dict) and spec.get("kind") == "session" else None
+
     def _check_owner(self, owner: str | None, what: str) -> None:
         if self.owner is not None and owner != self.owner:
             raise TuneError(f"this {self.kind} job belongs to another tab: only that tab can {what} it")
@@ -453,6 +469,25 @@ class Job:
         from ..session import loads_state
 
         return loads_state(json.dumps(data["session"]))
+
+    def partial_result(self, owner: str | None = None) -> Any:
+        """The best so far of a session job that ended without its result (a
+        ``partial.PartialResult``; None for another job), for its ``owner`` only."""
+        self._check_owner(owner, "apply")
+        spec = _read_json(self.dir / "spec.json")
+        if not isinstance(spec, dict) or spec.get("kind") != "session":
+            return None
+        from .partial import partial_result
+
+        return partial_result(_session_from_spec(spec), spec["stage"], self.dir / "work", self.progress())
+
+    def baselines(self) -> Any:
+        """This run's tuned kernels timed against their baselines (``baselines.BaselinesReport``):
+        written at a session job's end, or by a baselines job on it; None when not timed."""
+        from .baselines import read_report
+
+        return read_report(_read_json(self.dir / "result.json"), _read_json(self.dir / "baselines" / "result.json"),
+                           self.started)
 
     def network_report(self) -> list[str]:
         """What a session job's ``tune_network`` said beyond its session (``NetworkTuning.summary``:
@@ -576,9 +611,24 @@ def run_job(job_dir: Path) -> dict[str, TuneResult]:
                               joint_fraction=float(spec.get("joint_fraction", 0.3)),
                               search=spec.get("search", "model"), seed=_seed(spec.get("seed", 0)),
                               keep_faster=bool(spec.get("keep_faster", True)))
-        tuned = tune_network(_session_from_spec(spec), spec["stage"], int(spec["budget"]), job_dir / "work", options)
-        _write_json(job_dir / "result.json", {"session": tuned.session.to_json(), "network": tuned.to_json(),
-                                              "finished": time.time()})
+        start = _session_from_spec(spec)
+        tuned = tune_network(start, spec["stage"], int(spec["budget"]), job_dir / "work", options)
+        result = {"session": tuned.session.to_json(), "network": tuned.to_json(), "finished": time.time()}
+        _write_json(job_dir / "result.json", result)  # the result first: timing its baselines may fail
+        if spec.get("baselines", False):
+            from .baselines import report_json
+
+            _write_json(job_dir / "result.json", {**result, **report_json(start, tuned.session)})
+        return {}
+    if spec.get("kind") == "baselines":
+        from .baselines import report_json
+
+        of = Job.attach(Path(spec["of"]))
+        tuned = None if of is None else of.tuned_state(of.owner) or getattr(of.partial_result(of.owner), "state", None)
+        if tuned is None:
+            raise TuneError(f"the tuning job in {spec['of']} has no result to time against its baselines")
+        _write_json(job_dir / "result.json", {**report_json(_session_from_spec(_read_json(of.dir / "spec.json")),
+                                                            tuned.session), "started": spec.get("started")})
         return {}
     from .loop import tune_loops
 
