@@ -47,6 +47,7 @@ def test_every_primitive_on_a_tuned_kernel_starts_from_its_blocks_compute_block_
 
 def test_a_primitive_applied_to_a_tuned_kernel_edits_the_tuned_kernel(at):
     _loops_page(at, tuned=True)
+    assert any(c.value.startswith("This kernel runs a tuning result (MetaSchedule's trace);") for c in at.caption)
     at.selectbox(key="loop_prim").set_value("reorder").run()
     loops = at.multiselect(key="la_reorder_loops").value
     at.button(key="apply_loop").click().run()
@@ -54,6 +55,7 @@ def test_a_primitive_applied_to_a_tuned_kernel_edits_the_tuned_kernel(at):
     state = at.session_state["state"]
     assert [s.primitive for s in session(at).steps] == ["tuned", "reorder"]
     assert state.schedule("conv").trace == tuned_step().get("trace")  # on top of the tuned trace
+    assert any("trace, then 1 loop step of yours)" in c.value for c in at.caption), [c.value for c in at.caption]
     assert "conv_init" in state.scheduled("conv").script()
     table = next(d.value for d in at.dataframe if "layout dim" in d.value.columns)
     order = list(table[table.block == "conv_update"].loop)

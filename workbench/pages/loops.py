@@ -10,6 +10,7 @@ from workbench.engine.loopargs import default_arguments, form_blocks, split_wast
 from workbench.engine.loops import PRIMITIVES, diff, script
 from workbench.engine.step import Step
 from workbench.engine.views import nest_view
+from workbench.engine.words import plural
 from workbench.engine.errors import WorkbenchError
 from workbench.pages import _code, _state
 from workbench.pages._forms import FormContext, picked_arguments, primitive_form, widget_key
@@ -33,6 +34,9 @@ if (sched := state.schedule(kernel)).kind == "conversion":
     # a padded unfold's border copies each get steps of their own: a long list stays folded
     with st.expander(f"Its {len(sched.steps)} loop steps", expanded=len(sched.steps) <= _SHORT_SCHEDULE):
         st.code("\n".join(str(s) for s in sched.steps), language=None)
+elif sched.trace is not None:  # a tuning result, edited or not
+    edits = f", then {plural(len(sched.steps), 'loop step')} of yours" if sched.steps else ""
+    st.caption(f"This kernel runs a tuning result (MetaSchedule's trace{edits}); a loop primitive you apply edits it.")
 blocks, loops = list(view.blocks), view.loops
 
 rows = [(b, lp) for b in blocks for lp in loops[b]]
