@@ -79,3 +79,26 @@ def test_the_whole_graph_fits_the_chart_and_a_double_click_comes_back(at):
     assert 50 < texts(fitted) < texts(opened) / 2  # those that have room at a fifteenth of full size
     ops = {n.name for n in at.session_state["state"].graph.nodes}
     assert ops <= {n for tr in fitted["data"] if tr.get("mode") == "markers" for n in tr.get("customdata") or []}
+
+
+@pytest.mark.slow
+def test_the_network_is_timed_behind_a_button_and_kept_for_its_session(at):
+    """"Time the network" checks and times the session's network: its latency, its kernels as a
+    timeline, by op type and against the frameworks; kept while the session stays, marked as of
+    another state once it changes."""
+    home(at).selectbox(key="model_pick").set_value("c1d").run()
+    assert [c for c in at.get("plotly_chart") if c.proto.id.endswith("network_timeline")] == []
+    at.button(key="time_network").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    kept = at.session_state["network_time"]
+    plan = at.session_state["state"].program.plan
+    assert kept["session"] == at.session_state["state"].session.key()
+    assert [k.kernel for k in kept["result"].kernels] == [k.name for k in plan.kernels]
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text") for c in at.get("plotly_chart")]
+    assert {"Kernels in the network, in call order", "Time by op type", "The network beside the frameworks"} <= set(titles)
+    network = next(m for m in at.metric if m.label == "The network (compiled)")
+    assert network.value == f"{kept['result'].network.median_ms:.3f} ms"
+    home(at).selectbox(key="model_pick").set_value("r18_stem").run()  # another session: the timing is stale
+    assert not [m for m in at.metric if m.label == "The network (compiled)"]
+    assert any(c.value.startswith("The last timing was of another session state") for c in at.caption)

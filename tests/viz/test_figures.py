@@ -360,7 +360,8 @@ def test_a_150_op_network_is_fitted_with_every_point_in_view_and_its_match_named
     fig = graph_figure(g, plan, fit=FIT, search="add20")
     (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
     assert all(x0 < x < x1 and y0 < y < y1 for x, y in _drawn_points(fig))
-    assert "<b>add20</b>" in next(tr.text for tr in fig.data if tr.mode == "text")  # the match shows its name
+    texts = next(tr.text for tr in fig.data if tr.mode == "text")
+    assert any(t.split("<br>")[0] == "<b>add20</b>" for t in texts)  # the match shows its name
 
 
 def test_best_so_far_and_curves():
@@ -487,3 +488,22 @@ def test_log_axes_carry_readable_ticks():
     wide = log_axis([0.004, 37.0])
     assert wide["tickvals"][0] <= 0.004 and wide["tickvals"][-1] >= 37.0  # decades, one beyond each end
     assert log_axis([None, 0.0])["type"] == "log" and "tickvals" not in log_axis([None, 0.0])
+
+
+@pytest.mark.slow
+def test_collapsed_blocks_are_named_by_their_module():
+    """MobileNet-V2's repeated inverted residuals collapse into nodes named after the module each
+    was written as (``features.5``), the structure and occurrence kept in the hover."""
+    from workbench.engine.graph_view import op_modules
+    from workbench.viz.drawn import block_labels
+
+    g, plan = _plan("mobilenet_v2")
+    found = find_blocks(display_graph(g, plan))
+    names = block_labels(found, op_modules(g, {"zoo": "mobilenet_v2"}))
+    assert set(names) == {b.name for b in found}
+    assert sorted(names.values(), key=lambda s: int(s.split(".")[1])) == [f"features.{i}" for i in range(5, 19)]
+    fig = graph_figure(g, plan, collapse_blocks=True, found=found, block_names=names)
+    marks = next(tr for tr in fig.data if tr.mode == "markers" and tr.name == "block")
+    texts = {n: t for tr in fig.data if tr.mode == "text" for n, t in zip(tr.customdata, tr.text)}
+    for block, hover in zip(marks.customdata, marks.hovertext):
+        assert texts[block].startswith(f"<b>{names[block]}</b>") and f"({block})" in hover

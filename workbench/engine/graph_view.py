@@ -1,17 +1,20 @@
 """What the Graph page's side panel shows about one op: its attributes, and every tensor it
-reads or writes with its shape, the buffer it actually touches and that buffer's layout.
+reads or writes with its shape, the buffer it actually touches and that buffer's layout; and
+which ``torch.nn`` module of a built-in network runs each op (``op_modules``).
 
-Pure: graph and plan in, a frozen record out (the page renders it; tests compare it).
+``op_details`` is pure: graph and plan in, a frozen record out (the page renders it; tests compare it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
+from . import zoo
 from .graph import Graph
 from .propagate import Plan
 
-__all__ = ["OpDetails", "TensorUse", "op_details"]
+__all__ = ["OpDetails", "TensorUse", "op_details", "op_modules"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +62,46 @@ def op_details(graph: Graph, plan: Plan, op: str) -> OpDetails:
     return OpDetails(node.name, node.type, node.label, node.kind, kernel,
                      tuple((k, str(v)) for k, v in node.attrs), tuple(tensors))
 
+
+
+def _module_kind(graph: Graph, op: str) -> str | None:
+    """Which kind of ``torch.nn`` layer an op of an imported network comes from, if any."""
+    node = graph.node(op)
+    if node.type.startswith("conv"):
+        return "conv"
+    if node.type == "matmul" and graph.tensor(node.inputs[-1]).role == "const":
+        return "dense"
+    return None
+
+
+def op_modules(graph: Graph, model: Mapping) -> dict[str, str]:
+    """Op -> the path of the ``torch.nn`` module that runs it (``features.4.body.0``), for the
+    convolutions and dense layers of a built-in network (``zoo.NETWORKS``, ``model`` being the
+    session's "model" field); empty for any other model. The layers called on one forward pass of
+    the network's example input are matched in order, the k-th convolution (dense layer) called
+    to the graph's k-th (the importer keeps the program's order); a kind whose counts differ
+    (BERT's attention matmuls are no layer) maps nothing."""
+    if model.get("zoo") not in zoo.NETWORKS:
+        return {}
+    import torch
+    from torch import nn
+
+    from . import networks
+
+    module, example = getattr(networks, model["zoo"])(**{k: v for k, v in model.items() if k != "zoo"})
+    path = {m: name for name, m in module.named_modules()}
+    called: dict[str, list[str]] = {"conv": [], "dense": []}
+    convs = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+    hooks = [m.register_forward_pre_hook(lambda m, _: called["conv" if isinstance(m, convs) else "dense"].append(path[m]))
+             for m in module.modules() if isinstance(m, (*convs, nn.Linear))]
+    try:
+        with torch.no_grad():
+            module(*example)
+    finally:
+        for h in hooks:
+            h.remove()
+    ours: dict[str, list[str]] = {"conv": [], "dense": []}
+    for n in graph.nodes:
+        if (kind := _module_kind(graph, n.name)) is not None:
+            ours[kind].append(n.name)
+    return {op: p for kind, ops in ours.items() if len(ops) == len(called[kind]) for op, p in zip(ops, called[kind])}

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.graph_view import op_details
+from workbench.engine.graph_view import op_details, op_modules
 from workbench.engine.words import plural
 from workbench.pages import _state
+from workbench.pages._network_time import network_time_section
 from workbench.viz.blocks import MANY_OPS, find_blocks
+from workbench.viz.drawn import block_labels
 from workbench.viz.graph import FIT, chart_width, display_graph, graph_figure, matching_ops
 from workbench.viz.preview import figure_svg
 
@@ -30,6 +34,15 @@ ops = [n.name for n in graph.nodes]
 fused = [k.name for k in plan.kernels if len(k.ops) + len(k.fused) > 1]
 found = find_blocks(display_graph(graph, plan))  # once per run: the figure takes them too
 blocks = [b.name for b in found]
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _modules(model: str, _graph) -> dict[str, str]:  # keyed by the model (its JSON): one forward pass of torch
+    return op_modules(_graph, json.loads(model))
+
+
+# a repeated block is named after the module it was written as (a built-in network's)
+block_names = block_labels(found, _modules(json.dumps(state.session.model, sort_keys=True), graph)) if found else {}
 # keyed by model, so that a big model opens with its blocks collapsed whatever the last one had
 FOLD, UNFOLDED = f"graph_blocks:{graph.name}", f"graph_expanded_blocks:{graph.name}"
 st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernels), 'kernel')}, "
@@ -78,11 +91,13 @@ def view_controls() -> tuple[str, str | None, bool, bool, list[str], bool]:
                          disabled=not blocks, width="content", help="Draw each block of ops whose structure repeats (a residual block, "
                                                "say) as one node; click one to expand it.")
         if fold and blocks:
-            expanded = [*expanded, *st.multiselect("Expanded blocks", blocks, key=UNFOLDED, width=260)]
+            expanded = [*expanded, *st.multiselect("Expanded blocks", blocks, key=UNFOLDED, width=260,
+                                                   format_func=lambda b: block_names.get(b, b))]
         fit = st.toggle("Fit the whole graph", key="graph_fit", width="content",
-                        help="Scale the drawing down to show every op at once, with the names and labels there "
-                             "is room for (hover an op or an edge for the rest); off, every label shows at full "
-                             "size.")
+                        help="Scale the drawing down to show every op at once, a deep graph in side-by-side "
+                             "columns (an edge that leaves a column's bottom goes on at the next one's top), with the "
+                             "names and labels there is room for (hover an op or an edge for the rest); off, every "
+                             "label shows at full size.")
     return query, match, collapse, fold, expanded, fit
 
 
@@ -100,7 +115,8 @@ def op_panel(op: str) -> None:
 
 query, match, collapse, fold, expanded, fit = view_controls()
 figure = graph_figure(graph, plan, changed=changed, selected=_state.selected(), search=query, focus=match,
-                      collapse=collapse, expanded=expanded, collapse_blocks=fold, found=found, fit=FIT if fit else None)
+                      collapse=collapse, expanded=expanded, collapse_blocks=fold, found=found, fit=FIT if fit else None,
+                      block_names=block_names)
 # the chart as wide as the drawing at its scale (one pixel per unit, or fitted: the figure keeps text
 # that size and leaves out what has no room at this width); the side panel beside it when the page
 # is wide enough, else below it
@@ -132,3 +148,6 @@ st.dataframe(pd.DataFrame([{"kernel": k.name, "ops": ", ".join(k.ops) or "(conve
                             "reads": ", ".join(k.inputs), "writes": ", ".join(k.outputs),
                             "GFLOP": state.program.flops.get(k.name, 0) / 1e9} for k in plan.kernels]),
              width="stretch", hide_index=True, key="kernels", row_height=_state.WRAPPED_ROWS)
+
+
+network_time_section(state)
