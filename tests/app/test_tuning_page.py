@@ -137,7 +137,8 @@ def test_after_apply_the_page_says_applied_with_undo_and_undo_restores_the_sessi
     assert not at.exception, at.exception
     assert session(at).key() == tuned.key()
     applied = [m.value for m in at.success if m.value.startswith("Applied")]
-    assert applied == ["Applied: 1 kernel tuned, conv 0.9100 -> 0.6300 ms (1.44x); the session has 1 more action."]
+    assert applied == ["Applied: 1 kernel tuned, conv 0.9100 -> 0.6300 ms (1.44x); the session has 1 action "
+                       "(0 before)."]
     assert "tune_undo" in _keys(at) and "tune_apply" not in _keys(at)
     assert not [m for m in at.success if m.value.startswith("Tuning done")]
 
@@ -173,7 +174,7 @@ def test_a_stopped_loop_runs_best_so_far_applies(at, tmp_path):
     assert step.target == "conv" and round(step.get("latency_ms"), 6) == 0.728
     assert [m.value for m in at.success if "applied" in m.value] == [
         "The best so far applied: 1 kernel tuned, conv 0.7280 ms (before: not timed); the session has "
-        f"{len(session(at).steps)} more actions."]
+        f"{len(session(at).steps)} actions (0 before)."]
     assert "tune_undo" in _keys(at)
 
 

@@ -189,9 +189,10 @@ def speedups(job: Job) -> None:
                    "bias or activation not included): the faster of PyTorch and NumPy (GMM only).")
         st.dataframe(pd.DataFrame(speedup_rows(report.kernels)), hide_index=True, width="stretch",
                      key="tune_speedups", column_config={"tuned ms": st.column_config.NumberColumn(format="%.4f")})
+    elif report is not None and not report.error:
+        st.caption("The result tunes no kernel (another network was kept): nothing to time against the baselines.")
     elif report is not None or (timer is not None and timer.status().state == "failed"):
-        why = report.error if report is not None else timer.status().error
-        st.warning(f"Timing against the baselines failed: {why or 'no tuned kernel to time'}")
+        st.warning(f"Timing against the baselines failed: {report.error if report else timer.status().error}")
     if report is None and timer is not None and timer.running():
         st.info(f"Timing the tuned kernels against their baselines: {timer.status()}. The table appears here.")
         st.fragment(run_every=2.0)(_wait_for_baselines)(job)

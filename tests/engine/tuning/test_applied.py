@@ -19,7 +19,7 @@ def test_the_session_before_comes_back_with_its_redo_stack(tmp_path):
     assert load_applied(tmp_path) == applied
     assert (applied.before_key, applied.after_key, applied.actions) == (before.key(), after.session.key(), 1)
     assert applied.text() == "The best so far applied: 1 kernel tuned, conv 0.9000 -> 0.5000 ms (1.80x); the " \
-                             "session has 1 more action."
+                             "session has 1 action (0 before)."
     back = before_state(tmp_path, applied)
     assert back.session.key() == before.key() and back.session.redo_stack == before.redo_stack
     shutil.rmtree(tmp_path / "before")

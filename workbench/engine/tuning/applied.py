@@ -52,27 +52,28 @@ class Applied:
     after_key: str
     kernels: tuple[KernelChange, ...]
     actions: int
+    actions_before: int = 0
     partial: bool = False
 
     def text(self) -> str:
         """
-        >>> print(Applied("0" * 16, "a", "b", (KernelChange("conv", 0.912, 0.6276),), 5).text())
-        Applied: 1 kernel tuned, conv 0.9120 -> 0.6276 ms (1.45x); the session has 5 more actions.
+        >>> print(Applied("0" * 16, "a", "b", (KernelChange("conv", 0.912, 0.6276),), 5, 1).text())
+        Applied: 1 kernel tuned, conv 0.9120 -> 0.6276 ms (1.45x); the session has 5 actions (1 before).
         """
         what = "The best so far applied" if self.partial else "Applied"
         return (f"{what}: {plural(len(self.kernels), 'kernel')} tuned, " + ", ".join(k.text() for k in self.kernels)
-                + f"; the session has {plural(self.actions, 'more action')}.")
+                + f"; the session has {plural(self.actions, 'action')} ({self.actions_before} before).")
 
     def to_json(self) -> dict:
         return {"before_id": self.before_id, "before_key": self.before_key, "after_key": self.after_key,
                 "kernels": [[k.kernel, k.before_ms, k.after_ms] for k in self.kernels], "actions": self.actions,
-                "partial": self.partial}
+                "actions_before": self.actions_before, "partial": self.partial}
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Applied:
         return Applied(str(d["before_id"]), str(d["before_key"]), str(d["after_key"]),
                        tuple(KernelChange(str(k), b, a) for k, b, a in d["kernels"]), int(d["actions"]),
-                       bool(d.get("partial", False)))
+                       int(d.get("actions_before", 0)), bool(d.get("partial", False)))
 
 
 def kernel_changes(added: Sequence[Step], report: BaselinesReport | None, before_is_start: bool) -> list[KernelChange]:
@@ -84,8 +85,10 @@ def kernel_changes(added: Sequence[Step], report: BaselinesReport | None, before
     >>> from workbench.engine.tuning.baselines import KernelBaselines
     >>> conv = Step.make("tuned", "conv", "tuned", trace=[], latency_ms=0.7)
     >>> timed = BaselinesReport((KernelBaselines("conv", Stats(0.6, 0.6, 0.6, 3), {"start": Stats(0.9, 0.9, 0.9, 3)}),))
-    >>> kernel_changes([conv], timed, True), kernel_changes([conv], None, True)
-    ([KernelChange(kernel='conv', before_ms=0.9, after_ms=0.6)], [KernelChange(kernel='conv', before_ms=None, after_ms=0.7)])
+    >>> kernel_changes([conv], timed, True)
+    [KernelChange(kernel='conv', before_ms=0.9, after_ms=0.6)]
+    >>> kernel_changes([conv], None, True)  # not timed: the tuner's figure, nothing before
+    [KernelChange(kernel='conv', before_ms=None, after_ms=0.7)]
     """
     timed = {k.kernel: k for k in (report.kernels if report else ())}
     out = []
@@ -104,8 +107,7 @@ def record_applied(job_dir: Path, before: Session, after: Session, kernels: Sequ
     """Record in ``job_dir`` that ``after`` replaced ``before`` (saved with its redo stack)."""
     wid = new_workspace_id()
     save_workspace(Path(job_dir) / "before", wid, before, {})
-    applied = Applied(wid, before.key(), after.key(), tuple(kernels), max(0, len(after.steps) - len(before.steps)),
-                      partial)
+    applied = Applied(wid, before.key(), after.key(), tuple(kernels), len(after.steps), len(before.steps), partial)
     write_atomic(Path(job_dir) / "applied.json", json.dumps(applied.to_json()))
     return applied
 

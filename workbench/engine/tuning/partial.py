@@ -47,8 +47,10 @@ class PartialResult:
 
         >>> PartialResult(None, (), "nothing was measured").text()
         'nothing was measured'
-        >>> print(PartialResult(None, (KernelBest("conv", 0.728, 26), KernelBest("pad", 0.01, 3, kept=False))).text())
-        1 kernel takes its best trace so far: conv 0.7280 ms (26 measurements); not pad (its best computes a wrong result)
+        >>> r = PartialResult(None, (KernelBest("conv", 0.728, 26), KernelBest("pad", 0.01, 3, kept=False)))
+        >>> print(r.text().replace("; ", ";\\n"))
+        1 kernel takes its best trace so far: conv 0.7280 ms (26 measurements);
+        not pad (its best computes a wrong result)
         """
         if self.reason:
             return self.reason
