@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import GraphError
 from .ops import OPS, OpDef
+from . import ops_decoder  # noqa: F401 - registers the decoder family (RMSNorm, rotary, attention) in OPS
 
 __all__ = ["Tensor", "Node", "Graph", "GraphBuilder"]
 

@@ -29,7 +29,8 @@ from .errors import GraphError
 from .fastmath import fast_erf, fast_exp, fast_sigmoid, fast_tanh
 from .index import Window, all_of, bind_axis, simplify
 
-__all__ = ["OpDef", "OPS", "Reader", "per_dim", "tconv_executed_macs"]
+__all__ = ["OpDef", "OPS", "Reader", "elementwise", "per_dim", "reduce_axis", "reduce_stage", "register",
+           "tconv_executed_macs"]
 
 Shape = tuple[int, ...]
 Reader = Callable[..., Any]  # reader(idx, windows=None) -> PrimExpr
@@ -59,7 +60,7 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def _register(op: OpDef) -> OpDef:
+def register(op: OpDef) -> OpDef:
     OPS[op.type] = op
     return op
 
@@ -78,7 +79,7 @@ def _t(x: np.ndarray):
     return _torch().from_numpy(np.asarray(x, dtype=np.float64))
 
 
-def _raxis(extent: int, name: str) -> Any:
+def reduce_axis(extent: int, name: str) -> Any:
     """A reduction axis whose range the lowering's index simplifier knows."""
     ax = te.reduce_axis((0, extent), name)
     bind_axis(ax.var, extent)
@@ -127,8 +128,8 @@ def _conv_compute(readers, shapes, a, out):
 
     def body(idx):
         n, o, *y = idx
-        rc = _raxis(cg, "rc")
-        rk = [_raxis(k, f"rk{j}") for j, k in enumerate(ws[2:])]
+        rc = reduce_axis(cg, "rc")
+        rk = [reduce_axis(k, f"rk{j}") for j, k in enumerate(ws[2:])]
         c = (o // og) * cg + rc if g > 1 else rc
         pos = [y[j] * s[j] + rk[j] * d[j] - p[j] + shift[j] for j in range(nd)]
         win = {2 + j: Window(y[j], s[j], rk[j] * d[j] - p[j], -p[j], (ws[2 + j] - 1) * d[j] + 1, out[2 + j])
@@ -168,7 +169,7 @@ def _conv_label(a):
 
 
 for _nd in (1, 2, 3):
-    _register(OpDef(f"conv{_nd}d", "complex", _conv_infer, _conv_compute, _conv_flops, _conv_ref,
+    register(OpDef(f"conv{_nd}d", "complex", _conv_infer, _conv_compute, _conv_flops, _conv_ref,
                     labeler=lambda a, nd=_nd: _conv_label({**a, "nd": nd})))
 
 
@@ -265,8 +266,8 @@ def _tconv_compute(readers, shapes, a, out):
 
     def body(idx):
         n, o, *y = idx
-        rc = _raxis(ws[0], "rc")
-        rt = [_raxis(d.t, f"rt{j}") for j, d in enumerate(dims)]
+        rc = reduce_axis(ws[0], "rc")
+        rt = [reduce_axis(d.t, f"rt{j}") for j, d in enumerate(dims)]
         pos = [(v + d.p) // d.s - t + d.lo for v, t, d in zip(y, rt, dims)]
         tap = [(v + d.p) % d.s + d.s * t for v, t, d in zip(y, rt, dims)]
         return te.sum(X([n, rc, *pos]) * W([rc, o, *tap]), axis=[rc, *rt])
@@ -299,7 +300,7 @@ def _tconv_ref(vals, a):
 
 
 for _nd in (1, 2, 3):
-    _register(OpDef(f"conv_transpose{_nd}d", "complex", _tconv_infer, _tconv_compute, _tconv_flops,
+    register(OpDef(f"conv_transpose{_nd}d", "complex", _tconv_infer, _tconv_compute, _tconv_flops,
                     _tconv_ref, labeler=lambda a, nd=_nd: f"T{nd}D"))
 
 
@@ -319,7 +320,7 @@ def _mm_compute(readers, shapes, a, out):
 
     def body(idx):
         *b, i, j = idx
-        k = _raxis(k_ext, "rk")
+        k = reduce_axis(k_ext, "rk")
         return te.sum(A([*b, i, k]) * (B([*b, j, k]) if tb else B([*b, k, j])), axis=k)
 
     return body
@@ -330,14 +331,14 @@ def _mm_ref(vals, a):
     return x @ (np.swapaxes(w, -1, -2) if a.get("transpose_b") else w)
 
 
-_register(OpDef("matmul", "complex", _mm_infer, _mm_compute,
+register(OpDef("matmul", "complex", _mm_infer, _mm_compute,
                 lambda shapes, a, out: 2 * math.prod(out) * shapes[0][-1], _mm_ref,
                 labeler=lambda a: "GMM", out_dims=lambda d, r, a: "BMN"[-r:]))
 
 
 ########## Element-wise ops ##########
 
-def _ew(type: str, fn: Callable[..., Any], ref: Callable[..., np.ndarray], flops_per: int = 1,
+def elementwise(type: str, fn: Callable[..., Any], ref: Callable[..., np.ndarray], flops_per: int = 1,
         nargs: int = 1) -> OpDef:
     def infer(shapes, a):
         for s in shapes[1:nargs]:
@@ -348,20 +349,20 @@ def _ew(type: str, fn: Callable[..., Any], ref: Callable[..., np.ndarray], flops
     def compute(readers, shapes, a, out):
         return lambda idx: fn(*(r(idx) for r in readers[:nargs]), **a)
 
-    return _register(OpDef(type, "elementwise", infer, compute,
+    return register(OpDef(type, "elementwise", infer, compute,
                            lambda shapes, a, out: flops_per * math.prod(out),
                            lambda vals, a: ref(*(np.asarray(v, np.float64) for v in vals[:nargs]), **a)))
 
 
-_ew("relu", lambda x: te.max(x, _f32(0.0)), lambda x: np.maximum(x, 0))
-_ew("relu6", lambda x: te.min(te.max(x, _f32(0.0)), _f32(6.0)), lambda x: np.clip(x, 0, 6), 2)
-_ew("gelu", lambda x: _f32(0.5) * x * (_f32(1.0) + fast_erf(x * _f32(1 / math.sqrt(2)))),
+elementwise("relu", lambda x: te.max(x, _f32(0.0)), lambda x: np.maximum(x, 0))
+elementwise("relu6", lambda x: te.min(te.max(x, _f32(0.0)), _f32(6.0)), lambda x: np.clip(x, 0, 6), 2)
+elementwise("gelu", lambda x: _f32(0.5) * x * (_f32(1.0) + fast_erf(x * _f32(1 / math.sqrt(2)))),
     lambda x: (0.5 * _t(x) * (1 + _torch().erf(_t(x) / math.sqrt(2)))).numpy(), 5)
-_ew("scale", lambda x, factor: x * _f32(factor), lambda x, factor: x * factor)
-_ew("add", lambda x, y: x + y, lambda x, y: x + y, nargs=2)
-_ew("multiply", lambda x, y: x * y, lambda x, y: x * y, nargs=2)
+elementwise("scale", lambda x, factor: x * _f32(factor), lambda x, factor: x * factor)
+elementwise("add", lambda x, y: x + y, lambda x, y: x + y, nargs=2)
+elementwise("multiply", lambda x, y: x * y, lambda x, y: x * y, nargs=2)
 #: a layout conversion: copies its input, read in one layout, into another layout
-_ew("layout_transform", lambda x: x, lambda x: x, 0)
+elementwise("layout_transform", lambda x: x, lambda x: x, 0)
 
 
 def _bias_compute(readers, shapes, a, out):
@@ -384,7 +385,7 @@ def _bias_ref(vals, a):
     return x + b.reshape([-1 if d == axis else 1 for d in range(x.ndim)])
 
 
-_register(OpDef("bias_add", "elementwise", _bias_infer, _bias_compute,
+register(OpDef("bias_add", "elementwise", _bias_infer, _bias_compute,
                 lambda shapes, a, out: math.prod(out), _bias_ref))
 
 
@@ -416,7 +417,7 @@ def _pad_ref(vals, a):
     return np.pad(x, width, constant_values=a.get("value", 0.0))
 
 
-_register(OpDef("pad", "other", _pad_infer, _pad_compute, lambda shapes, a, out: 0, _pad_ref))
+register(OpDef("pad", "other", _pad_infer, _pad_compute, lambda shapes, a, out: 0, _pad_ref))
 
 
 def _pool_infer(shapes, a):
@@ -432,7 +433,7 @@ def _pool_compute(readers, shapes, a, out):
 
     def body(idx):
         n, c, *y = idx
-        rk = [_raxis(k[j], f"rk{j}") for j in range(2)]
+        rk = [reduce_axis(k[j], f"rk{j}") for j in range(2)]
         pos = [y[j] * s[j] + rk[j] - p[j] for j in range(2)]
         win = {2 + j: Window(y[j], s[j], rk[j] - p[j], -p[j], k[j], out[2 + j]) for j in range(2)}
         fill = _f32(-3.0e38 if is_max else 0.0)
@@ -454,16 +455,16 @@ def _pool_ref(vals, a):
     return f.avg_pool2d(_t(vals[0]), k, s, p, count_include_pad=True).numpy()
 
 
-_register(OpDef("pool2d", "other", _pool_infer, _pool_compute,
+register(OpDef("pool2d", "other", _pool_infer, _pool_compute,
                 lambda shapes, a, out: math.prod(out) * math.prod(per_dim(a, "kernel", 2, 1)), _pool_ref))
 
 
-def _reduce_stage(name: str, X: Reader, shape: Shape, axis: int, fn: Callable[[Any, Any], Any]) -> te.Tensor:
+def reduce_stage(name: str, X: Reader, shape: Shape, axis: int, fn: Callable[[Any, Any], Any]) -> te.Tensor:
     """An auxiliary stage over the logical shape with ``axis`` reduced to 1."""
     red = tuple(1 if d == axis else n for d, n in enumerate(shape))
 
     def f(*idx):
-        r = _raxis(shape[axis], f"r_{name}")
+        r = reduce_axis(shape[axis], f"r_{name}")
         return fn([r if d == axis else i for d, i in enumerate(idx)], r)
 
     return te.compute(red, f, name=name)
@@ -472,8 +473,8 @@ def _reduce_stage(name: str, X: Reader, shape: Shape, axis: int, fn: Callable[[A
 def _softmax_compute(readers, shapes, a, out):
     (X,), x = readers, shapes[0]
     axis = a.get("axis", -1) % len(x)
-    mx = _reduce_stage("softmax_max", X, x, axis, lambda i, r: te.max(X(i), axis=r))
-    sm = _reduce_stage("softmax_sum", X, x, axis,
+    mx = reduce_stage("softmax_max", X, x, axis, lambda i, r: te.max(X(i), axis=r))
+    sm = reduce_stage("softmax_sum", X, x, axis,
                        lambda i, r: te.sum(fast_exp(X(i) - mx[tuple(0 if d == axis else v for d, v in enumerate(i))]), axis=r))
 
     def body(idx):
@@ -489,7 +490,7 @@ def _softmax_ref(vals, a):
     return e / e.sum(axis=a.get("axis", -1), keepdims=True)
 
 
-_register(OpDef("softmax", "other", lambda shapes, a: shapes[0], _softmax_compute,
+register(OpDef("softmax", "other", lambda shapes, a: shapes[0], _softmax_compute,
                 lambda shapes, a, out: 5 * math.prod(out), _softmax_ref))
 
 
@@ -497,8 +498,8 @@ def _ln_compute(readers, shapes, a, out):
     X, G, B = readers
     x = shapes[0]
     axis, n, eps = len(x) - 1, x[-1], a.get("eps", 1e-5)
-    mean = _reduce_stage("ln_mean", X, x, axis, lambda i, r: te.sum(X(i) * _f32(1.0 / n), axis=r))
-    var = _reduce_stage("ln_var", X, x, axis, lambda i, r: te.sum(
+    mean = reduce_stage("ln_mean", X, x, axis, lambda i, r: te.sum(X(i) * _f32(1.0 / n), axis=r))
+    var = reduce_stage("ln_var", X, x, axis, lambda i, r: te.sum(
         (X(i) - mean[(*i[:-1], 0)]) * (X(i) - mean[(*i[:-1], 0)]) * _f32(1.0 / n), axis=r))
 
     def body(idx):
@@ -514,7 +515,7 @@ def _ln_ref(vals, a):
     return (x - mu) / np.sqrt(var + a.get("eps", 1e-5)) * g + b
 
 
-_register(OpDef("layer_norm", "other", lambda shapes, a: shapes[0], _ln_compute,
+register(OpDef("layer_norm", "other", lambda shapes, a: shapes[0], _ln_compute,
                 lambda shapes, a, out: 8 * math.prod(out), _ln_ref))
 
 
@@ -541,7 +542,7 @@ def _reshape_compute(readers, shapes, a, out):
     return body
 
 
-_register(OpDef("reshape", "other", _reshape_infer, _reshape_compute, lambda shapes, a, out: 0,
+register(OpDef("reshape", "other", _reshape_infer, _reshape_compute, lambda shapes, a, out: 0,
                 lambda vals, a: np.reshape(vals[0], a["shape"])))
 
 
@@ -557,7 +558,7 @@ def _transpose_compute(readers, shapes, a, out):
     return body
 
 
-_register(OpDef("transpose", "other", lambda shapes, a: tuple(shapes[0][p] for p in a["perm"]),
+register(OpDef("transpose", "other", lambda shapes, a: tuple(shapes[0][p] for p in a["perm"]),
                 _transpose_compute, lambda shapes, a, out: 0,
                 lambda vals, a: np.transpose(vals[0], a["perm"]),
                 out_dims=lambda d, r, a: "".join(d[p] for p in a["perm"]) if len(d) == r else "ABCDEFGH"[:r]))
@@ -565,10 +566,10 @@ _register(OpDef("transpose", "other", lambda shapes, a: tuple(shapes[0][p] for p
 
 ########## Ops for imported models: activations, per-axis scale, concatenation ##########
 
-_ew("sigmoid", fast_sigmoid, lambda x: 1.0 / (1.0 + np.exp(-x)), 4)
-_ew("tanh", fast_tanh, np.tanh, 5)
-_ew("erf", fast_erf, lambda x: _torch().erf(_t(x)).numpy(), 5)
-_ew("clip", lambda x, lo, hi: te.min(te.max(x, _f32(lo)), _f32(hi)), lambda x, lo, hi: np.clip(x, lo, hi), 2)
+elementwise("sigmoid", fast_sigmoid, lambda x: 1.0 / (1.0 + np.exp(-x)), 4)
+elementwise("tanh", fast_tanh, np.tanh, 5)
+elementwise("erf", fast_erf, lambda x: _torch().erf(_t(x)).numpy(), 5)
+elementwise("clip", lambda x, lo, hi: te.min(te.max(x, _f32(lo)), _f32(hi)), lambda x, lo, hi: np.clip(x, lo, hi), 2)
 
 
 def _scale_axis_compute(readers, shapes, a, out):
@@ -584,7 +585,7 @@ def _scale_axis_ref(vals, a):
 
 
 #: ``x * s[axis]``: a per-channel scale (a batch norm that no conv before it absorbs)
-_register(OpDef("scale_axis", "elementwise", _bias_infer, _scale_axis_compute,
+register(OpDef("scale_axis", "elementwise", _bias_infer, _scale_axis_compute,
                 lambda shapes, a, out: math.prod(out), _scale_axis_ref))
 
 
@@ -612,7 +613,7 @@ def _concat_compute(readers, shapes, a, out):
     return body
 
 
-_register(OpDef("concat", "other", _concat_infer, _concat_compute, lambda shapes, a, out: 0,
+register(OpDef("concat", "other", _concat_infer, _concat_compute, lambda shapes, a, out: 0,
                 lambda vals, a: np.concatenate(vals, axis=a.get("axis", 0))))
 
 
@@ -636,6 +637,6 @@ def _refuse_compute(readers, shapes, a, out):
     raise GraphError(f"{a['op']} is an opaque kernel: it has no TE definition")
 
 
-_register(OpDef("opaque", "opaque", infer=lambda shapes, a: a["call"].out_shape, compute=_refuse_compute,
+register(OpDef("opaque", "opaque", infer=lambda shapes, a: a["call"].out_shape, compute=_refuse_compute,
                 flops=lambda shapes, a, out: math.prod(out), reference=lambda vals, a: a["call"].reference(vals),
                 labeler=lambda a: a["op"]))
