@@ -30,6 +30,7 @@ import numpy as np
 import tvm
 
 from ..errors import GraphError, first_line
+from ..expr import expr_graph, read_expr
 from ..files import write_atomic
 from ..graph import Graph
 from .convert import prepare, to_graph
@@ -40,7 +41,7 @@ __all__ = ["MAX_MODEL_MB", "FORMATS", "UPLOAD_FORMATS", "Shapes", "import_file",
 #: a model file (with its external data) larger than this is refused before it is read (not 512:
 #: Streamlit's uploader prints 512 MiB as "1GB per file", beside our "at most 512 MB")
 MAX_MODEL_MB = 500
-FORMATS = {".onnx": "ONNX", ".pt2": "torch.export"}
+FORMATS = {".onnx": "ONNX", ".pt2": "torch.export", ".expr": "expression ops"}
 #: what the app may accept from an upload (``.pt2`` unpickles: see the module docstring)
 UPLOAD_FORMATS = (".onnx",)
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -159,8 +160,10 @@ def import_file(path: str | Path, inputs: Shapes | None = None, name: str | None
     suffix = _format(path)
     program, declared = _load(path, model)
     shapes = _resolve(declared, inputs or {}, path.name)
-    mod = _onnx_relax(program, shapes, path.name) if suffix == ".onnx" else _exported_relax(program, path.name, shapes)
     name = name or re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem)[:80] or "model"
+    if suffix == ".expr":  # expression ops (engine.expr): no framework, no Relax
+        return expr_graph(program, name, f"Expression ops from {path.name}.", shapes, path.name)
+    mod = _onnx_relax(program, shapes, path.name) if suffix == ".onnx" else _exported_relax(program, path.name, shapes)
     return _graph(mod, name, f"{FORMATS[suffix]} model imported from {path.name}.", path.name)
 
 
@@ -175,6 +178,9 @@ def input_shapes(path: str | Path, inputs: Shapes | None = None,
 def _load(path: Path, model: tuple[bytes, Mapping[str, bytes]] | None) -> tuple[Any, dict[str, list]]:
     """The parsed model (an ONNX ``ModelProto`` or an ``ExportedProgram``) and its declared inputs."""
     data, extern = model if model is not None else read_model(path)[:2]
+    if _format(path) == ".expr":
+        parsed = read_expr(data, path.name)
+        return parsed, {k: list(v) for k, v in parsed.inputs.items()}
     if _format(path) == ".onnx":
         proto = _onnx_model(data, extern, path.name)
         return proto, _onnx_inputs(proto, path.name)

@@ -1,0 +1,80 @@
+"""The command line on ``.expr`` files (expression ops, issue #47), run as a user would in a
+subprocess: ``import`` writes a session, ``replay`` builds and checks it against the NumPy
+interpreter, ``run`` computes its outputs from .npy inputs; a bad file exits 2 in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.engine.expr import expr_graph, read_expr
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MODEL = """# a strided conv, a ReLU times a bias, a max pool and a softmax over the channels
+input inp[1, 3, 11, 9]
+input w[5, 3, 3, 2]
+input bias[5]
+conv: out[n, k, y, x] += inp[n, c, 2*y + r, 2*x + s] * w[k, c, r, s]
+act: out[n, k, y, x] = max(conv[n, k, y, x], 0) * bias[k]
+pool[1, 5, 2, 2]: out[n, k, y, x] max= act[n, k, 2*y + u, 2*x + v]
+mx: out[n, y, x] max= pool[n, k, y, x]
+e: out[n, k, y, x] = exp(pool[n, k, y, x] - mx[n, y, x])
+total: out[n, y, x] += e[n, k, y, x]
+softmax: out[n, k, y, x] = e[n, k, y, x] / total[n, y, x]
+"""
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_import_replay_and_run_an_expr_file(tmp_path):
+    model = tmp_path / "net.expr"
+    model.write_text(MODEL)
+    session = tmp_path / "net.json"
+    res = run("import", str(model), "--out", str(session))
+    assert res.returncode == 0, res.stderr
+    assert "imported net.expr: 7 ops (expr 7)" in res.stdout
+    assert "inputs: inp=(1, 3, 11, 9), w=(5, 3, 3, 2), bias=(5,); outputs: softmax=(1, 5, 2, 2)" in res.stdout
+    spec = json.loads(session.read_text())["model"]
+    assert spec["file"] == str(model) and spec["inputs"] == {"inp": [1, 3, 11, 9], "w": [5, 3, 3, 2], "bias": [5]}
+
+    rep = run("replay", str(session), "--out", str(tmp_path / "replay"))
+    assert rep.returncode == 0, rep.stderr
+    report = json.loads((tmp_path / "replay" / "report.json").read_text())
+    assert report["ok"] and report["max_rel_error"] < 1e-4 and report.get("source") is None
+
+    rng = np.random.default_rng(7)
+    values = {"inp": rng.uniform(-1, 1, (1, 3, 11, 9)), "w": rng.uniform(-1, 1, (5, 3, 3, 2)),
+              "bias": rng.uniform(0.5, 1, (5,))}
+    args = []
+    for name, v in values.items():
+        np.save(tmp_path / f"{name}.npy", v.astype("float32"))
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    out = run("run", str(tmp_path / "replay"), *args, "--out", str(tmp_path / "out.npz"), "--repeat", "0")
+    assert out.returncode == 0, out.stderr
+    got = np.load(tmp_path / "out.npz")["softmax"]
+    graph = expr_graph(read_expr(MODEL), "net")
+    want = graph.reference({k: v.astype("float32") for k, v in values.items()})["softmax"]
+    assert got.shape == want.shape == (1, 5, 2, 2)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)  # a softmax over the channels
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_a_bad_expr_file_exits_2_with_its_line_and_column(tmp_path):
+    model = tmp_path / "bad.expr"
+    model.write_text("input a[4]\ninput b[5]\nf: out[i] = a[i] + b[i]\n")
+    res = run("import", str(model), "--out", str(tmp_path / "s.json"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "error: line 3, column 15: bad.expr: op f: index i has inconsistent extents: 4 from a (dim 0: i), 5 from b "
+        "(dim 0: i)"]
+    assert not (tmp_path / "s.json").exists()
