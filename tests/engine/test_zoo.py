@@ -135,8 +135,72 @@ def test_network_options_are_checked_before_anything_is_imported(monkeypatch):
         zoo.load("bert_layer", seq=1000)
     with pytest.raises(GraphError, match="unknown model option 'seq' for mobilenet_v2; it takes: batch$"):
         zoo.load("mobilenet_v2", seq=3)
-    with pytest.raises(GraphError, match="known: r18_stem, .*, resnet18, mobilenet_v2, bert_layer$"):
+    with pytest.raises(GraphError, match="known: r18_stem, .*, resnet18, mobilenet_v2, bert_layer, "
+                                         "llama_layer_prefill, llama_layer_decode$"):
         zoo.load("resnet9000")
+    with pytest.raises(GraphError, match=r'"heads" of llama_layer_decode must be a multiple of kv_heads \(3\)'):
+        zoo.load("llama_layer_decode", heads=4, kv_heads=3)
+    with pytest.raises(GraphError, match="llama_layer_prefill: rotary embedding needs an even head dim, got hidden "
+                                         "36 / 4 heads"):
+        zoo.load("llama_layer_prefill", hidden=36, heads=4, kv_heads=2)
+
+
+########## The Llama decoder layer, scaled down (hidden 64, 4 query heads in 2 groups, MLP 96) ##########
+
+SMALL_LLAMA = dict(hidden=64, heads=4, kv_heads=2, mlp=96)
+
+
+def _llama(name: str, seed: int = 0, **options: int):
+    """The network's graph, random inputs, the engine's outputs and PyTorch's (in output order)."""
+    from workbench.engine.frontend.framework import framework_outputs
+    from workbench.engine.program import make_program
+
+    model = {"zoo": name, **SMALL_LLAMA, **options}
+    graph = zoo.load_model(model)
+    values = graph.random_inputs(seed)
+    built = make_program(graph).build()
+    return graph, values, built, framework_outputs(model, [values[t] for t in graph.inputs])
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.shape == want.shape and np.abs(want).max() > 1e-2
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-4
+
+
+@pytest.mark.slow  # 5-15 s: torch.export, import, build
+def test_llama_prefill_matches_pytorch_and_a_later_token_leaves_earlier_outputs_unchanged():
+    graph, values, built, want = _llama("llama_layer_prefill", seq=37)
+    labels = [n.label for n in graph.nodes]
+    assert {k: labels.count(k) for k in ("rms_norm", "rotary", "GQA", "GMM", "silu_mul", "add")} == {
+        "rms_norm": 2, "rotary": 2, "GQA": 1, "GMM": 7, "silu_mul": 1, "add": 2}
+    assert dict(graph.node("attention1").attrs) == {"causal": True, "scale": 0.25}
+    assert {"rms1", "rotary1", "rotary2", "attention1", "silu_mul1", "add2"} <= set(re.findall(r"\w+", graph.doc))
+    got = built.run(values)
+    assert [graph.tensor(t).shape for t in graph.outputs] == [(1, 37, 64), (1, 2, 37, 16), (1, 2, 37, 16)]
+    for t, w in zip(graph.outputs, want, strict=True):
+        _close(got[t], w)
+    later = {**values, "data": values["data"].copy()}
+    later["data"][:, 30] += 1.0  # token 30 changes
+    again = built.run(later)
+    for t in graph.outputs:  # hidden states (1, S, H) and K/V (1, KV, S, D): the token dim differs
+        axis = 1 if graph.tensor(t).shape[1] == 37 else 2
+        np.testing.assert_array_equal(np.take(again[t], range(30), axis), np.take(got[t], range(30), axis))
+        assert np.abs(np.take(again[t], [30], axis) - np.take(got[t], [30], axis)).max() > 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("past", [1, 128])
+def test_llama_decode_with_a_cache_matches_pytorch_and_appends_to_the_cache(past):
+    graph, values, built, want = _llama("llama_layer_decode", past=past)
+    assert graph.inputs == ["data", "past_k", "past_v"] and graph.tensor("past_k").shape == (1, 2, past, 16)
+    assert dict(graph.node("attention1").attrs)["causal"] is False  # one token sees the whole cache
+    got = built.run(values)
+    for t, w in zip(graph.outputs, want, strict=True):
+        _close(got[t], w)
+    k, v = (got[t] for t in graph.outputs[1:])
+    assert k.shape == v.shape == (1, 2, past + 1, 16)
+    np.testing.assert_array_equal(k[:, :, :past], values["past_k"])
+    np.testing.assert_array_equal(v[:, :, :past], values["past_v"])
 
 
 ########## Imports from several threads (the app's tabs and reruns) ##########

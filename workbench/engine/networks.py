@@ -2,7 +2,8 @@
 
 torchvision's models do not import next to the CPU torch wheel here, so ResNet-18 and
 MobileNet-V2 are restated from their papers (and torchvision's layer order, so the graphs match
-the usual ones), and a BERT-base encoder layer from the BERT paper. Weights are seeded random
+the usual ones), a BERT-base encoder layer from the BERT paper, and a Llama decoder layer (in
+its two phases, prefill and decode) in Hugging Face's formulation. Weights are seeded random
 values; batch norms get random running statistics as well, so folding them into the convs is
 actually exercised. The zoo imports these through ``importer`` like any user model.
 
@@ -16,7 +17,9 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["ResNet18", "MobileNetV2", "BertLayer", "resnet18", "mobilenet_v2", "bert_layer", "randomize"]
+__all__ = ["ResNet18", "MobileNetV2", "BertLayer", "LlamaLayer", "LlamaPrefill", "LlamaDecode", "resnet18",
+           "mobilenet_v2", "bert_layer", "llama_layer_prefill", "llama_layer_decode", "randomize", "rotary_tables",
+           "causal_mask"]
 
 
 def randomize(module: nn.Module, seed: int) -> nn.Module:
@@ -37,6 +40,8 @@ def randomize(module: nn.Module, seed: int) -> nn.Module:
             elif isinstance(m, nn.LayerNorm):
                 m.weight.uniform_(0.5, 1.5, generator=gen)
                 m.bias.uniform_(-0.2, 0.2, generator=gen)
+            elif isinstance(m, RMSNorm):
+                m.weight.uniform_(0.5, 1.5, generator=gen)
     return module.eval()
 
 
@@ -150,6 +155,118 @@ class BertLayer(nn.Module):
         return self.ln2(y + self.ffn2(nn.functional.gelu(self.ffn1(y))))
 
 
+########## Llama decoder layer (prefill and decode) ##########
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm over the last dim (Zhang & Sennrich 2019), as Llama writes it."""
+
+    def __init__(self, hidden: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotary_tables(positions: range, head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (len(positions), head_dim) of rotary embedding (Su et al. 2021), the two
+    halves of the head dim with the same frequencies (Llama's rotate-half form)."""
+    inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    ang = torch.outer(torch.tensor(list(positions), dtype=torch.float64), inv)
+    ang = torch.cat((ang, ang), dim=-1)
+    return ang.cos().float(), ang.sin().float()
+
+
+def causal_mask(queries: int, keys: int) -> torch.Tensor:
+    """The additive causal mask (queries, keys): query i, at position keys - queries + i, sees
+    the keys up to its own position; the others get float32's lowest value (as Hugging Face)."""
+    allowed = torch.ones(queries, keys, dtype=torch.bool).tril(keys - queries)
+    return torch.zeros(queries, keys).masked_fill(~allowed, torch.finfo(torch.float32).min)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaLayer(nn.Module):
+    """One Llama decoder layer (Touvron et al. 2023): pre-RMSNorm grouped-query attention with
+    rotary embedding and a causal mask, then a pre-RMSNorm SiLU-gated MLP, each with a residual
+    add. Defaults are TinyLlama-1.1B's sizes. ``forward`` takes the rotary tables, the additive
+    mask (or None) and optionally the K/V cache; it returns the hidden states and the new K/V."""
+
+    def __init__(self, hidden: int = 2048, heads: int = 32, kv_heads: int = 4, mlp: int = 5632,
+                 eps: float = 1e-5) -> None:
+        super().__init__()
+        if hidden % heads or heads % kv_heads:
+            raise ValueError(f"hidden {hidden} must divide into {heads} heads, and they into {kv_heads} groups")
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        self.q = nn.Linear(hidden, hidden, bias=False)
+        self.k, self.v = (nn.Linear(hidden, kv_heads * self.head_dim, bias=False) for _ in range(2))
+        self.o = nn.Linear(hidden, hidden, bias=False)
+        self.gate, self.up = nn.Linear(hidden, mlp, bias=False), nn.Linear(hidden, mlp, bias=False)
+        self.down = nn.Linear(mlp, hidden, bias=False)
+        self.norm1, self.norm2 = RMSNorm(hidden, eps), RMSNorm(hidden, eps)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
+                past_k: torch.Tensor | None = None, past_v: torch.Tensor | None = None) -> tuple:
+        b, s, h = x.shape
+        d, rep = self.head_dim, self.heads // self.kv_heads
+
+        def heads(t: torch.Tensor, n: int) -> torch.Tensor:
+            return t.reshape(b, s, n, d).transpose(1, 2)
+
+        def repeat_kv(t: torch.Tensor) -> torch.Tensor:  # Hugging Face's repeat_kv
+            n, length = t.shape[1], t.shape[2]
+            return t[:, :, None].expand(b, n, rep, length, d).reshape(b, n * rep, length, d)
+
+        y = self.norm1(x)
+        q, k, v = heads(self.q(y), self.heads), heads(self.k(y), self.kv_heads), heads(self.v(y), self.kv_heads)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        if past_k is not None:
+            k, v = torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
+        scores = q @ repeat_kv(k).transpose(-1, -2) / math.sqrt(d)
+        if mask is not None:
+            scores = scores + mask
+        ctx = (torch.softmax(scores, dim=-1) @ repeat_kv(v)).transpose(1, 2).reshape(b, s, h)
+        x = x + self.o(ctx)
+        y = self.norm2(x)
+        return x + self.down(nn.functional.silu(self.gate(y)) * self.up(y)), k, v
+
+
+class LlamaPrefill(nn.Module):
+    """The prompt phase: ``seq`` tokens at positions 0.. with the causal mask; returns the
+    hidden states and the K/V cache (batch, kv_heads, seq, head_dim) of the prompt."""
+
+    def __init__(self, layer: LlamaLayer, seq: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.layer = layer
+        cos, sin = rotary_tables(range(seq), layer.head_dim, base)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("mask", causal_mask(seq, seq), persistent=False)
+
+    def forward(self, data: torch.Tensor) -> tuple:  # the zoo's input name
+        return self.layer(data, self.cos, self.sin, self.mask)
+
+
+class LlamaDecode(nn.Module):
+    """One generation step: one token at position ``past`` after a K/V cache of ``past``
+    positions (no mask needed: the new token sees them all); returns the hidden state and
+    the cache with the token's K/V appended (``past + 1`` positions)."""
+
+    def __init__(self, layer: LlamaLayer, past: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.layer = layer
+        cos, sin = rotary_tables(range(past, past + 1), layer.head_dim, base)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, data: torch.Tensor, past_k: torch.Tensor, past_v: torch.Tensor) -> tuple:
+        return self.layer(data, self.cos, self.sin, None, past_k, past_v)
+
+
 ########## Builders: (module, example inputs) ##########
 
 def resnet18(batch: int = 1, image: int = 224, width: int = 64, seed: int = 0) -> tuple[nn.Module, tuple]:
@@ -163,3 +280,17 @@ def mobilenet_v2(batch: int = 1, image: int = 224, seed: int = 0) -> tuple[nn.Mo
 def bert_layer(batch: int = 1, seq: int = 128, hidden: int = 768, heads: int = 12,
                seed: int = 0) -> tuple[nn.Module, tuple]:
     return randomize(BertLayer(hidden, heads, 4 * hidden), seed), (torch.zeros(batch, seq, hidden),)
+
+
+def llama_layer_prefill(batch: int = 1, seq: int = 128, hidden: int = 2048, heads: int = 32, kv_heads: int = 4,
+                        mlp: int = 5632, seed: int = 0) -> tuple[nn.Module, tuple]:
+    layer = randomize(LlamaLayer(hidden, heads, kv_heads, mlp), seed)
+    return LlamaPrefill(layer, seq).eval(), (torch.zeros(batch, seq, hidden),)
+
+
+def llama_layer_decode(batch: int = 1, past: int = 128, hidden: int = 2048, heads: int = 32, kv_heads: int = 4,
+                       mlp: int = 5632, seed: int = 0) -> tuple[nn.Module, tuple]:
+    """The decode step of the same layer as ``llama_layer_prefill`` (the same seed, the same weights)."""
+    layer = randomize(LlamaLayer(hidden, heads, kv_heads, mlp), seed)
+    cache = torch.zeros(batch, kv_heads, past, hidden // heads)
+    return LlamaDecode(layer, past).eval(), (torch.zeros(batch, 1, hidden), cache, cache.clone())

@@ -2,12 +2,12 @@
 
 Every model documents its ops and tensors; the app and session files use these names.
 ``MODELS`` maps a zoo name to its builder; ``NETWORKS`` holds the real networks of the paper's
-end-to-end study (ResNet-18, MobileNet-V2, a BERT-base layer), imported from their ``torch.nn``
-definitions (``networks``) through ``frontend`` like any user model, one import at a time in a
-process (``BUILD_LOCK``: torch.export is not thread-safe). ``load(name, **options)``
-builds one after checking the options against the model's declared schema (``OPTIONS``): type,
-range, divisibility and a cap on tensor size, so a bad option is refused with a message naming it
-before TVM sees a shape.
+end-to-end study (ResNet-18, MobileNet-V2, a BERT-base layer) and a Llama decoder layer (its
+prefill and decode phases), imported from their ``torch.nn`` definitions (``networks``) through
+``frontend`` like any user model, one import at a time in a process (``BUILD_LOCK``: torch.export
+is not thread-safe). ``load(name, **options)`` builds one after checking the options against the
+model's declared schema (``OPTIONS``): type, range, divisibility and a cap on tensor size, so a
+bad option is refused with a message naming it before TVM sees a shape.
 
 A session's ``"model"`` field has one schema (``check_model``): ``{"zoo": NAME, **options}``, or a
 model file pinned by content, ``{"file": PATH, "sha256": HEX, "inputs": {NAME: [dims]}}`` (with an
@@ -255,8 +255,37 @@ def bert_layer(batch: int = 1, seq: int = 128, hidden: int = 768, heads: int = 1
     return _imported("bert_layer", bert_layer.__doc__, batch=batch, seq=seq, hidden=hidden, heads=heads)
 
 
+def _llama(name: str, doc: str, hidden: int, heads: int, **options: int) -> Graph:
+    if (hidden // heads) % 2:
+        raise GraphError(f"{name}: rotary embedding needs an even head dim, got hidden {hidden} / {heads} heads")
+    return _imported(name, doc, hidden=hidden, heads=heads, **options)
+
+
+def llama_layer_prefill(batch: int = 1, seq: int = 128, hidden: int = 2048, heads: int = 32, kv_heads: int = 4,
+                        mlp: int = 5632) -> Graph:
+    """One Llama decoder layer (TinyLlama-1.1B's sizes: hidden 2048, 32 query and 4 key/value
+    heads of 64, MLP 5632) on a prompt data (N,seq,hidden), imported from ``networks.LlamaLayer``
+    with seeded random weights. rms1 (RMSNorm) -> dense1..3 (q, k, v GMMs) -> reshape/transpose
+    into heads -> rotary1 (q), rotary2 (k; cos/sin tables as constants) -> attention1 (GQA,
+    causal) -> transpose4, reshape4 -> dense4 -> add1 (residual) -> rms2 -> dense5 (gate), dense6
+    (up) -> silu_mul1 -> dense7 (down) -> add2. Outputs: add2 and the K/V cache (rotary2, transpose3)."""
+    return _llama("llama_layer_prefill", llama_layer_prefill.__doc__, hidden, heads, batch=batch, seq=seq,
+                  kv_heads=kv_heads, mlp=mlp)
+
+
+def llama_layer_decode(batch: int = 1, past: int = 128, hidden: int = 2048, heads: int = 32, kv_heads: int = 4,
+                       mlp: int = 5632) -> Graph:
+    """The decode step of ``llama_layer_prefill``'s layer (the same weights): one token data
+    (N,1,hidden) at position ``past`` and a K/V cache past_k, past_v (N,kv_heads,past,64). The
+    ops of the prefill, GEMMs become matrix-vector products, and concat1, concat2 append the
+    token's K/V to the cache. Outputs: add2 and the cache of past + 1 positions (concat1, concat2)."""
+    return _llama("llama_layer_decode", llama_layer_decode.__doc__, hidden, heads, batch=batch, past=past,
+                  kv_heads=kv_heads, mlp=mlp)
+
+
 NETWORKS: dict[str, Callable[..., Graph]] = {"resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
-                                             "bert_layer": bert_layer}
+                                             "bert_layer": bert_layer, "llama_layer_prefill": llama_layer_prefill,
+                                             "llama_layer_decode": llama_layer_decode}
 
 
 #: the largest tensor a model may have (2**28 fp32 elements = 1 GiB): beyond it, buffers overflow
@@ -296,6 +325,10 @@ OPTIONS["gmm"] = {"batch": IntOption(1, 1), "m": IntOption(1, 65536), "n": IntOp
 OPTIONS.update(resnet18={"batch": IntOption(1, 64)}, mobilenet_v2={"batch": IntOption(1, 64)},
                bert_layer={"batch": IntOption(1, 64), "seq": IntOption(1, 512), "hidden": IntOption(1, 4096, "heads"),
                            "heads": IntOption(1, 64)})
+_LLAMA = {"batch": IntOption(1, 8), "hidden": IntOption(2, 8192, "heads"), "heads": IntOption(1, 128, "kv_heads"),
+          "kv_heads": IntOption(1, 128), "mlp": IntOption(1, 32768)}
+OPTIONS.update(llama_layer_prefill={**_LLAMA, "seq": IntOption(1, 4096)},
+               llama_layer_decode={**_LLAMA, "past": IntOption(1, 4096)})
 
 
 def check_options(name: str, options: dict[str, Any]) -> None:

@@ -1,9 +1,10 @@
 """A Relax module (TVM's import of an ONNX or torch.export model) as the engine's ``Graph``.
 
 Each binding of ``main`` is mapped onto the op library (``_MAP``); any other op becomes an
-opaque kernel, TVM's legalized TIR for that call alone (``_opaque``, ``engine.opaque``). Bindings
-whose inputs are all constants are evaluated here with NumPy (``_FOLD``) instead of by TVM's ``FoldConstant``, which
-compiles one kernel per expression (10 s of ResNet-18's import). Batch norms right after a conv
+opaque kernel, TVM's legalized TIR for that call alone (``_opaque``, ``engine.opaque``). Chains
+of calls that are one op of a decoder layer (RMSNorm, rotary embedding, attention) are found
+first (``decoder``) and mapped as that op. Bindings whose inputs are all constants are evaluated
+with NumPy (``fold``). Batch norms right after a conv
 are folded into it by TVM (``prepare``); the others arrive as per-channel arithmetic that
 ``peephole`` merges into one scale and one bias, or into the weight of the op before them.
 
@@ -33,6 +34,8 @@ from tvm import relax
 from ..errors import GraphError
 from ..graph import Graph, GraphBuilder
 from ..opaque import legalize
+from .decoder import emit, find_fused
+from .fold import FOLD, ints
 from .peephole import BIG, simplify
 
 __all__ = ["prepare", "to_graph"]
@@ -63,17 +66,13 @@ def to_graph(mod: tvm.IRModule, name: str, doc: str = "") -> Graph:
     return _Converter(name).run(mod["main"], doc)
 
 
-def _ints(values: Any) -> Shape:
-    return tuple(int(v) for v in values)
-
-
 def _shape_of(ty: Any, what: str) -> Shape:
     if not isinstance(ty, relax.TensorType) or ty.shape is None:
         raise GraphError(f"{what} is not a tensor of known shape")
     dims = list(ty.shape.values)
     if not all(isinstance(d, tvm.tirx.IntImm) for d in dims):
         raise GraphError(f"{what} has a dynamic shape {list(map(str, dims))}: give its static shape")
-    return _ints(dims)
+    return ints(dims)
 
 
 def _check_dtype(ty: Any, what: str) -> None:
@@ -106,10 +105,13 @@ class _Converter:
             _check_dtype(p.ty, f"input {p.name}")
             self.env[p] = self.b.input(_sanitize(p.name), _shape_of(p.ty, f"input {p.name}"))
         body = func.body
-        needed = _needed(body)
+        fused = find_fused(func)
+        needed = _needed(body, fused)
         for block in body.blocks:
             for bind in block.bindings:
-                if bind.var in needed:
+                if bind.var in fused and bind.var in needed:
+                    self.env[bind.var] = emit(self, fused[bind.var], _shape_of(bind.var.ty, fused[bind.var].type))
+                elif bind.var in needed:
                     self.env[bind.var] = self.visit(bind.value)
         out = self.visit(body.body)
         outs = list(out) if isinstance(out, tuple) else [out]
@@ -129,7 +131,7 @@ class _Converter:
         if isinstance(e, (tvm.tirx.FloatImm, tvm.tirx.IntImm)):
             return np.array(e.value, dtype=str(e.ty))
         if isinstance(e, relax.ShapeExpr):
-            return _ints(e.values)
+            return ints(e.values)
         if isinstance(e, relax.Tuple):
             return tuple(self.visit(f) for f in e.fields)
         if isinstance(e, relax.TupleGetItem):
@@ -146,10 +148,10 @@ class _Converter:
         op = call.op.name.removeprefix("relax.")
         args = [self.visit(a) for a in call.args]
         if not any(isinstance(a, (str, _View)) for a in _flat(args)):
-            if op not in _FOLD:
+            if op not in FOLD:
                 raise GraphError(f"operator {op} (on constants) has no counterpart in the op library")
             dtype = str(call.ty.dtype) if isinstance(call.ty, relax.TensorType) else None
-            out = np.asarray(_FOLD[op](call.attrs, *args))
+            out = np.asarray(FOLD[op](call.attrs, *args))
             return out.astype(dtype) if dtype else out
         if op not in _MAP:
             return _opaque(self, call, args)
@@ -204,8 +206,9 @@ def _is_shape(a: tuple) -> bool:
     return all(isinstance(x, int) for x in a)
 
 
-def _needed(body: relax.SeqExpr) -> set:
-    """The bindings the outputs depend on: the rest (e.g. max-pool indices) is not imported."""
+def _needed(body: relax.SeqExpr, fused: dict) -> set:
+    """The bindings the outputs depend on: the rest (e.g. max-pool indices, the calls inside a
+    ``fused`` chain) is not imported."""
     defs = {b.var: b.value for blk in body.blocks for b in blk.bindings}
     seen: set = set()
     stack = [body.body]
@@ -214,7 +217,7 @@ def _needed(body: relax.SeqExpr) -> set:
         if isinstance(e, relax.Var):
             if e not in seen and e in defs:
                 seen.add(e)
-                stack.append(defs[e])
+                stack.extend(fused[e].inputs if e in fused else [defs[e]])
         elif isinstance(e, relax.Call):
             stack.extend(e.args)
         elif isinstance(e, relax.Tuple):
@@ -222,37 +225,6 @@ def _needed(body: relax.SeqExpr) -> set:
         elif isinstance(e, relax.TupleGetItem):
             stack.append(e.tuple_value)
     return seen
-
-
-########## Constant folding (NumPy) ##########
-
-def _axes(attrs: Any, rank: int) -> list[int] | None:
-    return None if attrs.axes is None else [int(a) % rank for a in attrs.axes]
-
-
-_FOLD: dict[str, Callable[..., np.ndarray]] = {
-    "add": lambda a, x, y: np.add(x, y),
-    "subtract": lambda a, x, y: np.subtract(x, y),
-    "multiply": lambda a, x, y: np.multiply(x, y),
-    "divide": lambda a, x, y: np.divide(x, y),
-    "power": lambda a, x, y: np.power(x, y),
-    "maximum": lambda a, x, y: np.maximum(x, y),
-    "minimum": lambda a, x, y: np.minimum(x, y),
-    "sqrt": lambda a, x: np.sqrt(x),
-    "rsqrt": lambda a, x: 1.0 / np.sqrt(x),
-    "exp": lambda a, x: np.exp(x),
-    "negative": lambda a, x: np.negative(x),
-    "astype": lambda a, x: x,  # the result is cast to the call's dtype
-    "reshape": lambda a, x, shape: np.reshape(x, shape),
-    "broadcast_to": lambda a, x, shape: np.broadcast_to(x, shape),
-    "permute_dims": lambda a, x: np.transpose(x, None if a.axes is None else _ints(a.axes)),
-    "expand_dims": lambda a, x: np.expand_dims(x, tuple(int(i) for i in a.axis)),
-    "squeeze": lambda a, x: np.squeeze(x, None if a.axis is None else tuple(int(i) for i in a.axis)),
-    "flatten": lambda a, x: np.reshape(x, -1),
-    "concat": lambda a, xs: np.concatenate(xs, axis=int(a.axis)),
-    "isnan": lambda a, x: np.isnan(x),
-    "where": lambda a, c, x, y: np.where(c, x, y),
-}
 
 
 ########## Mapping Relax calls onto the op library ##########
@@ -274,7 +246,7 @@ def _conv(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str:
         raise GraphError(f"{op} with a computed weight is not supported (weights must be constants)")
     _spatial(call, op, nd, "OI")
     a = call.attrs
-    before, after = _ints(a.padding[:nd]), _ints(a.padding[nd:])
+    before, after = ints(a.padding[:nd]), ints(a.padding[nd:])
     x = cv.real(x)
     if before != after:  # asymmetric padding: zeros in a pad op, then the conv pads nothing
         x = cv.op("pad", "pad", x, before=(0, 0, *before), after=(0, 0, *after))
@@ -294,11 +266,11 @@ def _tconv(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str:
     if not isinstance(w, np.ndarray):
         raise GraphError(f"{op} with a computed weight is not supported (weights must be constants)")
     _spatial(call, op, nd, "IO")
-    if int(a.groups) != 1 or set(_ints(a.dilation)) != {1}:
-        raise GraphError(f"{op} with groups {int(a.groups)} or dilation {list(_ints(a.dilation))} is not supported")
-    before, after = _ints(a.padding[:nd]), _ints(a.padding[nd:])
+    if int(a.groups) != 1 or set(ints(a.dilation)) != {1}:
+        raise GraphError(f"{op} with groups {int(a.groups)} or dilation {list(ints(a.dilation))} is not supported")
+    before, after = ints(a.padding[:nd]), ints(a.padding[nd:])
     if before != after:
-        raise GraphError(f"{op} with asymmetric padding {list(_ints(a.padding))} is not supported")
+        raise GraphError(f"{op} with asymmetric padding {list(ints(a.padding))} is not supported")
     return cv.op("tconv", f"conv_transpose{nd}d", cv.real(x), consts=[("weight", w, "IO" + "DHW"[3 - nd:])],
                  stride=_one(a.strides), padding=_one(before), output_padding=_one(a.output_padding))
 
@@ -424,11 +396,6 @@ def _clip(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str | _Vi
     return cv.wrap(cv.op("clip", "clip", cv.source(x), lo=max(lo, -BIG), hi=min(hi, BIG)), out)
 
 
-def _silu(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str | _View:
-    src = cv.source(args[0])
-    return cv.wrap(cv.op("silu", "multiply", src, cv.op("sigmoid", "sigmoid", src)), out)
-
-
 def _view(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str | _View:
     x = args[0]
     if math.prod(cv.shape(x)) != math.prod(out):
@@ -451,7 +418,7 @@ def _layer_norm(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str
     x, g, b = args
     a = call.attrs
     if [int(i) % len(out) for i in a.axes] != [len(out) - 1] or not (a.center and a.scale):
-        raise GraphError(f"layer_norm over axes {list(_ints(a.axes))} is not supported (only the last)")
+        raise GraphError(f"layer_norm over axes {list(ints(a.axes))} is not supported (only the last)")
     if not (isinstance(g, np.ndarray) and isinstance(b, np.ndarray)):
         raise GraphError("layer_norm with computed gamma/beta is not supported")
     src = cv.source(x)
@@ -465,11 +432,11 @@ def _layer_norm(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str
 def _pool(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str:
     op = call.op.name.removeprefix("relax.nn.")
     a = call.attrs
-    if str(a.layout) != "NCHW" or set(_ints(a.dilation)) != {1}:
-        raise GraphError(f"{op} in layout {a.layout} or with dilation {list(_ints(a.dilation))} is not supported")
-    before, after = _ints(a.padding[:2]), _ints(a.padding[2:])
+    if str(a.layout) != "NCHW" or set(ints(a.dilation)) != {1}:
+        raise GraphError(f"{op} in layout {a.layout} or with dilation {list(ints(a.dilation))} is not supported")
+    before, after = ints(a.padding[:2]), ints(a.padding[2:])
     if before != after:
-        raise GraphError(f"{op} with asymmetric padding {list(_ints(a.padding))} is not supported")
+        raise GraphError(f"{op} with asymmetric padding {list(ints(a.padding))} is not supported")
     mode = "max" if op.startswith("max") else "avg"
     if mode == "avg" and any(before) and not a.count_include_pad:
         raise GraphError(f"{op} with padding that does not count the padded zeros is not supported")
@@ -514,7 +481,7 @@ def _concat(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str:
 
 def _pad(cv: _Converter, call: relax.Call, args: list, out: Shape) -> str:
     a = call.attrs
-    width = _ints(a.pad_width)
+    width = ints(a.pad_width)
     if str(a.pad_mode) != "constant":
         raise GraphError(f"pad in mode {a.pad_mode} is not supported (only constant)")
     value = float(args[1]) if len(args) > 1 else float(getattr(a, "pad_value", 0.0))
@@ -580,7 +547,7 @@ _MAP: dict[str, Callable[[_Converter, relax.Call, list, Shape], Any]] = {
     "matmul": _matmul,
     **{k: _binary(k) for k in ("add", "multiply", "subtract", "divide")},
     "nn.relu": _unary("relu"), "nn.gelu": _unary("gelu"), "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"),
-    "clip": _clip, "nn.silu": _silu, "erf": _unary("erf"), "call_tir": _call_tir,
+    "clip": _clip, "nn.silu": _unary("silu"), "erf": _unary("erf"), "call_tir": _call_tir,
     **{k: _view for k in ("reshape", "flatten", "squeeze", "expand_dims", "broadcast_to", "astype")},
     "permute_dims": _transpose, "nn.softmax": _softmax, "nn.layer_norm": _layer_norm,
     "nn.max_pool2d": _pool, "nn.avg_pool2d": _pool, "nn.adaptive_avg_pool2d": _adaptive_avg, "mean": _mean,
