@@ -35,6 +35,7 @@ Shape = tuple[int, ...]
 _GRID = 1 << 22
 #: no extent is inferred beyond this
 _MAX_EXTENT = 1 << 30
+_ARITHMETIC = ("+", "-", "*", "/")
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class ExprOp:
         """Per point of the iteration space (output x reduction indices): one per arithmetic
         operator and function of the value, plus one for the reduction's add or max."""
         per = sum(1 for n in walk(self.statement.rhs)
-                  if isinstance(n, Call) or isinstance(n, (Binary, Unary)) and n.op in "+-*/" and kind_of(n) == "value")
+                  if isinstance(n, Call) or isinstance(n, (Binary, Unary)) and n.op in _ARITHMETIC and kind_of(n) == "value")
         return (per + bool(self.reduction)) * math.prod(e for _, e in self.extents)
 
 
@@ -98,8 +99,11 @@ def define(text: str | Statement, shapes: Mapping[str, Sequence[int]], out_shape
             raise ExprError(f"{a.tensor} has {len(shapes[a.tensor])} dims, {a} gives {len(a.indices)} indices",
                             a.column)
     outs = [i.name for i in stmt.out.indices]
-    names = {n.name: n for n in reversed(list(walk(stmt.rhs))) if isinstance(n, Name)}  # first use wins
-    reduction = tuple(n for n in sorted(names, key=lambda n: names[n].column) if n not in outs)
+    names: dict[str, Name] = {}  # each index at its first use, left to right
+    for n in walk(stmt.rhs):
+        if isinstance(n, Name):
+            names.setdefault(n.name, n)
+    reduction = tuple(n for n in names if n not in outs)
     if stmt.reduce == "=" and reduction:
         r = names[reduction[0]]
         raise ExprError(f"index {r.name} appears only on the right side: reduce over it with += or max=", r.column)
