@@ -187,3 +187,27 @@ def test_a_stopped_joint_run_says_why_its_best_cannot_be_applied(at, tmp_path):
     (why,) = [m.value for m in at.warning if "cannot be applied" in m.value]
     assert why.startswith("Its best so far cannot be applied: a joint run that ended before its result")
     assert "tune_apply" not in _keys(at)
+
+
+def test_a_stopped_runs_baselines_timed_later_show_and_give_the_latency_before(at, tmp_path):
+    start = session(at)
+    job = job_folder(tmp_path / "job", start, "loop", rows("conv", [0.7]), owner=at.session_state["wid"], stopped=True)
+    loop_records(job.dir, at.session_state["state"], [("conv", [0.0007])])
+    # what a baselines job on this run leaves in its folder (and one of an earlier run, which does not count)
+    (job.dir / "baselines").mkdir()
+    timed = {"baselines": [_TIMED.to_json()], "started": job.started}
+    (job.dir / "baselines" / "result.json").write_text(json.dumps({**timed, "started": job.started - 60}))
+    at.session_state["tune_job"] = job
+    at.session_state["tune_base"] = (start.key(), 0)
+    at.switch_page("pages/tuning.py").run()
+    assert "tune_time_baselines" in _keys(at)
+    assert not [d for d in at.get("dataframe") if "vs starting schedule" in d.value.columns]
+    (job.dir / "baselines" / "result.json").write_text(json.dumps(timed))
+    at.run()
+    assert not at.exception, at.exception
+    assert "tune_time_baselines" not in _keys(at)
+    table = next(d.value for d in at.get("dataframe") if "vs starting schedule" in d.value.columns)
+    assert list(table["vs starting schedule"]) == ["1.44x (spread 3%)"]
+    at.button(key="tune_apply").click().run()
+    assert any(m.value.startswith("The best so far applied: 1 kernel tuned, conv 0.9100 -> 0.6300 ms (1.44x)")
+               for m in at.success), [m.value for m in at.success]
