@@ -109,7 +109,8 @@ def test_functions_conditions_and_indices_as_values(rng):
     a, b = _t(v["a"]), _t(v["b"])
     i, j = torch.arange(5.0)[:, None], torch.arange(7.0)[None, :]
     cond = ((a > 0) & (i % 2 == 0)) | (j >= 3)
-    by_hand = torch.where(cond, torch.tanh(a), torch.sigmoid(a) * i) + torch.log(a * a + 1) - torch.clamp(b, max=0.25) / 2
+    by_hand = (torch.where(cond, torch.tanh(a), torch.sigmoid(a) * i) + torch.log(a * a + 1)
+               - torch.clamp(b, max=0.25) / 2)
     _close(got, want, by_hand.numpy())
 
 

@@ -80,7 +80,8 @@ ERRORS = {
     "unknown tensor": ("out[i] = a[i] + c[i]", {"a": (2,)}, None, "unknown tensor 'c'; the tensors are a", 17),
     "rank": ("out[i] = a[i]", {"a": (2, 3)}, None, "a has 2 dims, a[i] gives 1 indices", 10),
     "reads itself": ("out[i] = out[i]", {"out": (2,)}, None, "out is the output: an op cannot read what it writes", 10),
-    "declared rank": ("out[i] = a[i]", {"a": (2,)}, (2, 3), "the declared shape has 2 dims, the output out[i] has 1", 1),
+    "declared rank": ("out[i] = a[i]", {"a": (2,)}, (2, 3),
+                      "the declared shape has 2 dims, the output out[i] has 1", 1),
 }
 
 

@@ -56,8 +56,8 @@ def test_every_form_parses_to_its_tree_and_prints_back(text):
 
 def test_statement_keeps_the_output_and_columns():
     stmt = parse("out[n, k] += inp[n, c] * w[k, c]", start_column=7)
-    assert stmt == Statement(Access("out", (Name("n"), Name("k"))), "+=", Binary("*", Access("inp", (Name("n"), Name("c"))),
-                                                                               Access("w", (Name("k"), Name("c")))))
+    product = Binary("*", Access("inp", (Name("n"), Name("c"))), Access("w", (Name("k"), Name("c"))))
+    assert stmt == Statement(Access("out", (Name("n"), Name("k"))), "+=", product)
     assert stmt.rhs.column == 30 and stmt.rhs.a.column == 20 and stmt.out.column == 7
 
 
@@ -141,3 +141,41 @@ def test_python_is_a_parse_error_and_never_runs(text, monkeypatch):
     with pytest.raises(ExprError) as e:
         parse(text)
     assert e.value.column >= 1
+
+
+########## Any tree prints as text that parses back to it ##########
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_names = st.sampled_from(["i", "j", "k"])
+_indices = st.recursive(
+    st.one_of(_names.map(Name), st.integers(0, 9).map(Num)),
+    lambda sub: st.one_of(st.tuples(st.sampled_from(["+", "-"]), sub, sub).map(lambda t: Binary(*t)),
+                          st.tuples(st.integers(1, 5).map(Num), sub).map(lambda t: Binary("*", *t)),
+                          st.tuples(sub, st.sampled_from(["//", "%"]), st.integers(1, 5).map(Num))
+                          .map(lambda t: Binary(t[1], t[0], t[2]))),
+    max_leaves=3)
+_reads = st.tuples(st.sampled_from(["a", "b"]), st.lists(_indices, min_size=1, max_size=3)).map(
+    lambda t: Access(t[0], tuple(t[1])))
+_leaves = st.one_of(_reads, st.floats(0, 1e6, allow_nan=False).map(Num))
+_comparison = st.tuples(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), _leaves, _leaves).map(
+    lambda t: Binary(*t))
+_condition = st.one_of(_comparison, _comparison.map(lambda c: Unary("not", c)),
+                       st.tuples(st.sampled_from(["and", "or"]), _comparison, _comparison).map(lambda t: Binary(*t)))
+_values = st.recursive(
+    _leaves,
+    lambda sub: st.one_of(
+        st.tuples(st.sampled_from(["+", "-", "*", "/"]), sub, sub).map(lambda t: Binary(*t)),
+        sub.map(lambda x: Unary("-", x)),
+        st.tuples(st.sampled_from(["exp", "log", "tanh", "sigmoid"]), sub).map(lambda t: Call(t[0], (t[1],))),
+        st.tuples(st.sampled_from(["max", "min"]), sub, sub).map(lambda t: Call(t[0], t[1:])),
+        st.tuples(_condition, sub, sub).map(lambda t: Call("where", t))),
+    max_leaves=5)
+
+
+@settings(max_examples=60)
+@given(_values)
+def test_any_tree_prints_as_text_that_parses_back_to_it(tree):
+    assert parse_node(str(tree)) == tree
+    stmt = parse(f"out[i, j, k] = {tree}")
+    assert stmt.rhs == tree and parse(str(stmt)) == stmt

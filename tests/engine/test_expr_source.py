@@ -36,8 +36,8 @@ def test_a_file_gives_inputs_ops_and_outputs_that_no_op_reads():
     values = g.random_inputs(0)
     ref = g.reference(values)
     np.testing.assert_allclose(ref["rowmax"], values["inp"].max(axis=3))
-    np.testing.assert_allclose(ref["act"], np.tanh(evaluate(g.node("conv").kwargs["expr"], [values["inp"], values["w"]])),
-                               rtol=1e-6)
+    conv = evaluate(g.node("conv").kwargs["expr"], [values["inp"], values["w"]])
+    np.testing.assert_allclose(ref["act"], np.tanh(conv), rtol=1e-6)
 
 
 # the file's lines -> the error's line, column and fragment

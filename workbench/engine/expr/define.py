@@ -71,8 +71,8 @@ class ExprOp:
     def flops(self) -> int:
         """Per point of the iteration space (output x reduction indices): one per arithmetic
         operator and function of the value, plus one for the reduction's add or max."""
-        per = sum(1 for n in walk(self.statement.rhs)
-                  if isinstance(n, Call) or isinstance(n, (Binary, Unary)) and n.op in _ARITHMETIC and kind_of(n) == "value")
+        per = sum(1 for n in walk(self.statement.rhs) if isinstance(n, Call)
+                  or isinstance(n, (Binary, Unary)) and n.op in _ARITHMETIC and kind_of(n) == "value")
         return (per + bool(self.reduction)) * math.prod(e for _, e in self.extents)
 
 

@@ -6,8 +6,10 @@ written with other spacing is the same op.
 
 >>> Binary("*", Binary("+", Name("i"), Num(1)), Num(2))
 Binary('*', Binary('+', Name('i'), Num(1)), Num(2))
->>> print(Binary("*", Binary("+", Name("i"), Num(1)), Num(2)), Binary("-", Name("a"), Binary("-", Name("b"), Name("c"))))
-(i + 1) * 2 a - (b - c)
+>>> print(Binary("*", Binary("+", Name("i"), Num(1)), Num(2)))
+(i + 1) * 2
+>>> print(Binary("-", Name("a"), Binary("-", Name("b"), Name("c"))))
+a - (b - c)
 """
 
 from __future__ import annotations
