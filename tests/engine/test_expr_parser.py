@@ -70,6 +70,7 @@ def test_printing_keeps_the_parentheses_precedence_needs():
 # text -> (column, message): one bad expression per kind of error
 ERRORS = {
     "out[i] = a[i] $ 2": (15, "unexpected character '$'"),
+    "out[i] = aé[i]": (11, "unexpected character 'é'"),  # names are ASCII (they become TVM and file names)
     "[i] = a[i]": (1, "expected the output tensor's name (e.g. out[i, j] = ...), got '['"),
     "exp[i] = a[i]": (1, "'exp' is a reserved word, not a name"),
     "out = a[i]": (5, "expected '[' after out, got '='"),

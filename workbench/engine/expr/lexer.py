@@ -42,8 +42,10 @@ class Token:
 # longest operators first: "//" is not two "/"; "max=" (the reduction) is one token, "max(" a call
 _OPS = ("max=", "+=", "//", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "<", ">", "=",
         "(", ")", "[", "]", ",", ":")
+# ASCII only: names become TVM buffer and file names
 _TOKEN = re.compile(r"(?P<space>\s+)|(?P<float>\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?)"
-                    r"|(?P<int>\d+)|(?P<op>" + "|".join(re.escape(o) for o in _OPS) + r")|(?P<name>[A-Za-z_]\w*)")
+                    r"|(?P<int>\d+)|(?P<op>" + "|".join(re.escape(o) for o in _OPS) + r")|(?P<name>[A-Za-z_]\w*)",
+                    re.ASCII)
 
 
 def tokenize(text: str, start_column: int = 1) -> list[Token]:
