@@ -102,3 +102,19 @@ def test_the_network_is_timed_behind_a_button_and_kept_for_its_session(at):
     home(at).selectbox(key="model_pick").set_value("r18_stem").run()  # another session: the timing is stale
     assert not [m for m in at.metric if m.label == "The network (compiled)"]
     assert any(c.value.startswith("The last timing was of another session state") for c in at.caption)
+
+
+def test_a_network_that_cannot_be_timed_says_why_in_one_line(at, monkeypatch):
+    from workbench.engine.errors import BuildError
+    from workbench.pages import _network_time
+
+    def refused(state, say):
+        say("checking it against the reference")
+        raise BuildError("the network's outputs differ from the reference by 1.0e-02 (relative): not timed")
+
+    monkeypatch.setattr(_network_time, "time_network", refused)
+    at.button(key="time_network").click().run()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == ["timing the network: the network's outputs differ from the reference by "
+                                           "1.0e-02 (relative): not timed"]
+    assert "network_time" not in at.session_state

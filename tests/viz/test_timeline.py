@@ -34,6 +34,7 @@ def test_the_timeline_puts_each_kernel_at_its_start_in_its_op_types_lane():
     assert lanes["conversion"].marker.color == RED and lanes["C2D"].marker.color != RED
     assert fig.layout.height == pytest.approx(110 + 4 * LANE_PX)
     assert fig.layout.yaxis.autorange == "reversed" and "ms" in fig.layout.xaxis.title.text
+    assert fig.layout.barmode == "overlay"  # a lane's bars take its whole height, not a slot per op type
 
 
 def test_time_by_op_type_sums_the_kernels_with_their_share():

@@ -41,8 +41,9 @@ def _modules(model: str, _graph) -> dict[str, str]:  # keyed by the model (its J
     return op_modules(_graph, json.loads(model))
 
 
-# a repeated block is named after the module it was written as (a built-in network's)
-block_names = block_labels(found, _modules(json.dumps(state.session.model, sort_keys=True), graph)) if found else {}
+# a built-in network's ops and repeated blocks are named by the module they were written as
+modules = _modules(json.dumps(state.session.model, sort_keys=True), graph) if found else {}
+block_names = block_labels(found, modules)
 # keyed by model, so that a big model opens with its blocks collapsed whatever the last one had
 FOLD, UNFOLDED = f"graph_blocks:{graph.name}", f"graph_expanded_blocks:{graph.name}"
 st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernels), 'kernel')}, "
@@ -105,6 +106,8 @@ def op_panel(op: str) -> None:
     """The selected op's attributes, and the shape and stored layout of each tensor it touches."""
     d = op_details(graph, plan, op)
     st.markdown(f"#### {d.name}\n{d.label} (`{d.type}`, {d.kind})" + (f", kernel **{d.kernel}**" if d.kernel else ""))
+    if op in modules:
+        st.caption(f"module `{modules[op]}` of the network")
     if d.attrs:
         st.dataframe(pd.DataFrame(d.attrs, columns=["attribute", "value"]), hide_index=True, key="op_attrs")
     for t in d.tensors:

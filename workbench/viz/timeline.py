@@ -44,7 +44,7 @@ def timeline_figure(t: "NetworkTime") -> go.Figure:
     type on top; the hover names the kernel, its ops and its spread."""
     types = [r["op_type"] for r in t.by_type()]
     fig = go.Figure(layout=_layout("Kernels in the network, in call order", len(types),
-                                   "ms from the network's start (kernels back to back, medians)"))
+                                   "ms from the network's start (kernels back to back, medians)") | {"barmode": "overlay"})
     colours = _colours(types)
     for op_type in types:
         spans = [k for k in t.kernels if k.op_type == op_type]
@@ -85,6 +85,6 @@ def contenders_figure(t: "NetworkTime") -> go.Figure:
         marker={"color": [PALETTE[0]] + [PALETTE[-3]] * (len(ran) - 1)},
         error_x={"type": "data", "symmetric": False, "array": [s.max_ms - s.median_ms for s in stats],
                  "arrayminus": [s.median_ms - s.min_ms for s in stats]},
-        text=[f"{s.median_ms:.3f} ms" for s in stats], textposition="auto",
+        text=[f"{s.median_ms:.3f} ms" for s in stats], textposition="inside", insidetextanchor="start",
         hovertemplate="%{y}: %{x:.4f} ms<extra></extra>"))
     return fig
