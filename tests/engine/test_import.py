@@ -45,9 +45,11 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-4) -> None:
     assert err < rtol, err
 
 
-def torch_out(module: nn.Module, x: np.ndarray) -> np.ndarray:
+def torch_out(module: nn.Module, *xs: np.ndarray) -> np.ndarray | list[np.ndarray]:
+    """The module's output on ``xs``; several outputs as a list."""
     with torch.no_grad():
-        return module(torch.from_numpy(x)).numpy()
+        out = module(*map(torch.from_numpy, xs))
+    return [o.numpy() for o in out] if isinstance(out, tuple) else out.numpy()
 
 
 def random_input(shape, seed: int = 1) -> np.ndarray:
@@ -194,6 +196,39 @@ def test_a_model_file_computes_what_pytorch_and_onnxruntime_compute(tmp_path, na
         sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         assert_close(got, sess.run(None, {"x": x})[0])
     assert spec["inputs"] == {"x": list(x.shape)} and len(spec["sha256"]) == 64
+
+
+#: a Llama decoder layer scaled down (TinyLlama's shape: 2 query heads a key/value head)
+SMALL_LLAMA = dict(hidden=64, heads=4, kv_heads=2, mlp=96)
+
+
+@pytest.mark.slow  # 15-30 s each: export, import through the CLI, replay, build and run
+@pytest.mark.parametrize("phase, kind", [(p, k) for p in ("prefill", "decode") for k in ("pt2", "onnx")])
+def test_a_llama_layer_file_imports_replays_and_computes_what_pytorch_computes(tmp_path, capsys, phase, kind):
+    from workbench import __main__ as cli
+
+    build = getattr(networks, f"llama_layer_{phase}")
+    module, example = build(**SMALL_LLAMA, **({"seq": 37} if phase == "prefill" else {"past": 37}))
+    path = tmp_path / f"llama_{phase}.{kind}"
+    if kind == "pt2":
+        torch.export.save(torch.export.export(module, example), path)
+    else:
+        torch.onnx.export(module, example, path, dynamo=True, external_data=False, opset_version=18)
+    capsys.readouterr()  # the exporter's progress lines
+    assert cli.main(["import", str(path), "--out", str(tmp_path / "s.json")]) == 0
+    printed = capsys.readouterr().out  # "imported NAME: 23 ops (rms_norm 2, GMM 7, ...)"
+    counts = dict(item.split(" ") for item in printed.split("(", 1)[1].split(")", 1)[0].split(", "))
+    assert {k: counts[k] for k in ("rms_norm", "rotary", "GQA", "silu_mul", "GMM")} == {
+        "rms_norm": "2", "rotary": "2", "GQA": "1", "silu_mul": "1", "GMM": "7"}
+    session = loads((tmp_path / "s.json").read_text())
+    report = replay_to(session, tmp_path / "out")
+    assert report.ok and report.source["ok"] and 0 < report.source["max_abs_error"] < 1e-4
+    assert report.source["framework"] == ("PyTorch" if kind == "pt2" else "ONNX Runtime")
+    graph = zoo.load_model(session.model)
+    xs = [random_input(tuple(e.shape), seed=i) for i, e in enumerate(example)]
+    got = make_program(graph).build().run({**graph.random_inputs(0), **dict(zip(graph.inputs, xs))})
+    for out, want in zip(graph.outputs, torch_out(module, *xs), strict=True):
+        assert_close(got[out], want)
 
 
 def test_batch_norms_fold_into_the_convs_and_clamps_merge(tmp_path):

@@ -151,11 +151,12 @@ SMALL_LLAMA = dict(hidden=64, heads=4, kv_heads=2, mlp=96)
 
 
 def _llama(name: str, seed: int = 0, **options: int):
-    """The network's graph, random inputs, the engine's outputs and PyTorch's (in output order)."""
+    """The network's graph (scaled down unless ``options`` say otherwise), random inputs, its
+    built program and PyTorch's outputs (in output order)."""
     from workbench.engine.frontend.framework import framework_outputs
     from workbench.engine.program import make_program
 
-    model = {"zoo": name, **SMALL_LLAMA, **options}
+    model = {k: v for k, v in {"zoo": name, **SMALL_LLAMA, **options}.items() if v is not None}
     graph = zoo.load_model(model)
     values = graph.random_inputs(seed)
     built = make_program(graph).build()
@@ -289,3 +290,21 @@ def test_a_failed_import_leaves_nothing_behind_and_a_retry_succeeds(monkeypatch)
     monkeypatch.setattr(networks, "bert_layer", real)
     _same_graph(graph, _bert_reference(options))
     assert zoo.load("bert_layer", **options) is graph  # and the success is
+
+
+@pytest.mark.slow  # minutes on 2 cores: the full-size layer, imported, built and run, in both phases
+def test_the_full_size_llama_layer_matches_pytorch_in_both_phases():
+    full = dict.fromkeys(SMALL_LLAMA)  # the zoo's defaults: TinyLlama-1.1B's sizes
+    graph, values, built, want = _llama("llama_layer_prefill", **full)
+    assert [graph.tensor(t).shape for t in graph.outputs] == [(1, 128, 2048), (1, 4, 128, 64), (1, 4, 128, 64)]
+    assert dict(graph.node("attention1").attrs) == {"causal": True, "scale": 0.125}
+    assert graph.flops("attention1") == 32 * 128 * 128 * (4 * 64 + 8)
+    got = built.run(values)
+    for t, w in zip(graph.outputs, want, strict=True):
+        _close(got[t], w)
+    graph, values, built, want = _llama("llama_layer_decode", **full)
+    assert graph.tensor("past_k").shape == (1, 4, 128, 64) and graph.tensor("data").shape == (1, 1, 2048)
+    got = built.run(values)
+    assert [got[t].shape for t in graph.outputs] == [(1, 1, 2048), (1, 4, 129, 64), (1, 4, 129, 64)]
+    for t, w in zip(graph.outputs, want, strict=True):
+        _close(got[t], w)

@@ -189,7 +189,6 @@ def _normed(m: _Matcher, e: Any) -> tuple[Any, float] | None:
 
 
 def _rms_norm(m: _Matcher, e: Any) -> Fused | None:
-    weight = None
     if (sp := m.split(m.call(e, "multiply"))) is not None and (found := _normed(m, sp[0])) is not None:
         x, eps = found
         d = _shape(x)[-1]
