@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -208,7 +209,9 @@ def _ort(path: Path, inputs: Mapping[str, np.ndarray], threads: int, module: Any
     if module is not None and not path.exists():
         import torch
 
-        torch.onnx.export(module.eval(), xs, str(path), dynamo=False, opset_version=17, input_names=list(inputs))
+        with warnings.catch_warnings():  # the TorchScript exporter's deprecation and tracer notes, expected here
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module.eval(), xs, str(path), dynamo=False, opset_version=17, input_names=list(inputs))
     sess = ort_session(path, threads)
     feed = {i.name: np.ascontiguousarray(v) for i, v in zip(sess.get_inputs(), inputs.values())}
     return lambda: sess.run(None, feed)
