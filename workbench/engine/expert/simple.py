@@ -1,20 +1,16 @@
-"""Analytic schedules for a network's simple kernels that are not plain copies: a pooling or a
-mean (one block whose reduction runs over a small window), possibly writing its consumer's
-layout (ALT's fused conversion: ResNet-18's max pool writes the first conv's unfolded tiles).
-Unscheduled, such a kernel runs on one core with scalar code: 2.7 ms for that max pool, against
-0.3 ms for the same pool writing NCHW.
+"""Analytic schedules for a network's simple kernels that are not plain copies (which kernel
+takes which is ``policy.analytic_steps``'s choice).
 
-``rows_steps(func, kernel, target)``: a kernel of several blocks that reduce each row and then
-write it (softmax: max, sum of exponentials, quotient; layer norm: mean, variance, normalized
-row): the output's row loops are fused and run in parallel, each reducing block is computed under
-them (a row's statistics are made while the row is in L1), and the output's contiguous loop is
-vectorized. Unscheduled, BERT's softmax ran on one core at 0.5 GFLOP/s.
+``window_steps(func, kernel, target)``: a pooling or a mean (one block whose reduction runs over
+a small window), possibly writing its consumer's layout (ALT's fused conversion). The window's
+reduction loops move outside the destination's contiguous loop, which is vectorized at the
+target's lanes, and the outer spatial loops are fused and run in parallel: unscheduled, such a
+kernel runs on one core with scalar code.
 
-``window_steps(func, kernel, target)``: the window's reduction loops move outside the
-destination's contiguous loop, which is vectorized at the target's lanes (each tap of the
-window is then one vector operation over neighbouring outputs), and the outer spatial loops are
-fused until every core has several chunks, then run in parallel. Plain copies and element-wise
-kernels (one block, no reduction) take ``convert.conversion_steps``; ``simple_steps`` picks.
+``rows_steps(func, kernel, target)``: several blocks that reduce each row and then write it
+(softmax, layer norm): the output's row loops are fused and run in parallel, each reducing block
+computed under them (a row's statistics are made while the row is in L1), the output's
+contiguous loop vectorized. Copies and element-wise kernels take ``convert.conversion_steps``.
 """
 
 from __future__ import annotations
@@ -29,22 +25,9 @@ from ..errors import LoopError
 from ..loops import list_blocks, list_loops
 from ..step import Step
 from ..targets import target_cores, vector_unit
-from .builder import StepBuilder
-from .convert import conversion_steps, parallel_outer
+from .builder import StepBuilder, parallel_outer
 
-__all__ = ["rows_steps", "simple_steps", "window_steps"]
-
-
-def simple_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
-    """The analytic schedule of a kernel with no complex op: ``conversion_steps`` for a copy or an
-    element-wise op, ``window_steps`` for a pooling, ``rows_steps`` for several blocks (softmax,
-    layer norm). ``LoopError`` otherwise."""
-    blocks = list_blocks(func)
-    if len(blocks) > 1:
-        return rows_steps(func, kernel, target)
-    if len(blocks) == 1 and any(lp.reduction for lp in list_loops(func, blocks[0])):
-        return window_steps(func, kernel, target)
-    return conversion_steps(func, kernel, target)
+__all__ = ["rows_steps", "window_steps"]
 
 
 def window_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:

@@ -37,7 +37,7 @@ from ..presets import preset_actions
 from ..program import Program, make_program
 from ..ceilings import copy_bandwidth
 from ..conversions import conversion_bytes
-from ..expert.convert import conversion_ms
+from ..expert.bandwidth import conversion_ms
 from ..step import Step
 from ..targets import vector_unit
 from .loop import tune_loops

@@ -1,12 +1,14 @@
-"""Expert schedules (issue #11, part 1): every op type x layout template, on shapes whose dims
-do not divide the tiles (7x7 outputs, 3 or 5 channels, prime sizes), verified against the
-reference on this machine and built for AVX-512; the register tile is visible in the loops."""
+"""The expert template's loop steps (``expert.tiling``, through ``expert_steps``): every op type x
+layout template, on shapes whose dims do not divide the tiles (7x7 outputs, 3 or 5 channels,
+prime sizes), verified against the reference on this machine and built for AVX-512; the register
+tile is visible in the loops."""
 
 from __future__ import annotations
 
 import pytest
 import tvm
 
+from tests.engine.expert.graphs import conv_graph, depthwise_graph
 from workbench.engine.errors import LoopError
 from workbench.engine.expert import expert_steps
 from workbench.engine.expert.tiling import _example, analyse, main_block, plan
@@ -16,23 +18,10 @@ from workbench.engine.keys import apply_actions
 from workbench.engine.loops import apply_steps, list_blocks, list_loops
 from workbench.engine.presets import preset_actions
 from workbench.engine.program import Program, make_program
-from workbench.engine.targets import VectorUnit, target_from, vector_unit
+from workbench.engine.targets import target_from, vector_unit
 
 HOST = {"kind": "llvm", "num-cores": 2}
 AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}
-
-
-def _conv_graph(nd: int, cin: int, cout: int, size: int, k: int, epilogue: bool = False, **attrs):
-    """One conv (``conv``) of rank ``nd`` on a (1, cin, size...) input, with bias + relu after it."""
-    b = GraphBuilder(f"c{nd}d")
-    x = b.input("data", (1, cin, *(size,) * nd), "NC" + "DHW"[3 - nd:])
-    groups = attrs.get("groups", 1)
-    y = b.op("conv", f"conv{nd}d", x, b.const("conv.weight", (cout, cin // groups, *(k,) * nd), "OI" + "DHW"[3 - nd:]),
-             **attrs)
-    if epilogue:
-        y = b.op("bias", "bias_add", y, b.const("bias.bias", (cout,), "C"), axis=1)
-        b.op("relu", "relu", y)
-    return b.build(), "conv"
 
 
 def _tconv_graph(nd: int, cin: int, cout: int, size: int):
@@ -59,17 +48,17 @@ def _gmm_graph(m: int, k: int, n: int):
 
 #: op cases (small, dims that do not divide the tiles) and the layout templates tried on each
 CASES = {
-    "c2d": lambda: _conv_graph(2, 3, 20, 9, 3, epilogue=True),              # 7x7 out, 3 in channels
-    "c2d_pad": lambda: _conv_graph(2, 8, 16, 7, 3, padding=1),
-    "c2d_s2": lambda: _conv_graph(2, 5, 13, 11, 3, stride=2),                # prime out channels
-    "dep": lambda: _conv_graph(2, 24, 24, 7, 3, padding=1, groups=24, depthwise=True),
+    "c2d": lambda: conv_graph(2, 3, 20, 9, 3, epilogue=True),              # 7x7 out, 3 in channels
+    "c2d_pad": lambda: conv_graph(2, 8, 16, 7, 3, padding=1),
+    "c2d_s2": lambda: conv_graph(2, 5, 13, 11, 3, stride=2),                # prime out channels
+    "dep": lambda: conv_graph(2, 24, 24, 7, 3, padding=1, groups=24, depthwise=True),
     # planes enough to pad one per parallel iteration (odd sizes)
-    "dep_planes": lambda: _conv_graph(2, 17, 17, 15, 3, padding=1, groups=17, depthwise=True),
-    "dep_s2": lambda: _conv_graph(2, 16, 16, 19, 3, padding=1, stride=2, groups=16, depthwise=True),
-    "grp": lambda: _conv_graph(2, 16, 16, 7, 3, padding=1, groups=4),
-    "dil": lambda: _conv_graph(2, 8, 8, 11, 3, padding=2, dilation=2),
-    "c1d": lambda: _conv_graph(1, 6, 17, 29, 3, padding=1),
-    "c3d": lambda: _conv_graph(3, 4, 8, 5, 3, padding=1),
+    "dep_planes": lambda: conv_graph(2, 17, 17, 15, 3, padding=1, groups=17, depthwise=True),
+    "dep_s2": lambda: conv_graph(2, 16, 16, 19, 3, padding=1, stride=2, groups=16, depthwise=True),
+    "grp": lambda: conv_graph(2, 16, 16, 7, 3, padding=1, groups=4),
+    "dil": lambda: conv_graph(2, 8, 8, 11, 3, padding=2, dilation=2),
+    "c1d": lambda: conv_graph(1, 6, 17, 29, 3, padding=1),
+    "c3d": lambda: conv_graph(3, 4, 8, 5, 3, padding=1),
     "t2d": lambda: _tconv_graph(2, 8, 12, 5),
     "t3d": lambda: _tconv_graph(3, 4, 8, 3),
     "gmm": lambda: _gmm_graph(13, 37, 40),
@@ -152,9 +141,9 @@ def test_a_row_that_does_not_divide_the_lanes(target: dict, case: str, width: in
     no loads, vectorizes its whole row; the grouped conv, whose output channels share the input's
     loads, and the depthwise conv of stride 2, whose rows gather, keep vectors no wider than a
     register. All match the reference."""
-    graph, op = {"dep": lambda: _conv_graph(2, 16, 16, 28, 3, padding=1, groups=16, depthwise=True),
-                 "grp": lambda: _conv_graph(2, 16, 16, 28, 3, padding=1, groups=4),
-                 "dep_s2": lambda: _conv_graph(2, 16, 16, 56, 3, padding=1, groups=16, depthwise=True, stride=2)}[case]()
+    graph, op = {"dep": lambda: conv_graph(2, 16, 16, 28, 3, padding=1, groups=16, depthwise=True),
+                 "grp": lambda: conv_graph(2, 16, 16, 28, 3, padding=1, groups=4),
+                 "dep_s2": lambda: conv_graph(2, 16, 16, 56, 3, padding=1, groups=16, depthwise=True, stride=2)}[case]()
     prog = make_program(graph)
     sch = apply_steps(prog.funcs[op], expert_steps(prog.funcs[op], op, target))
     vectors = [lp.extent for lp in list_loops(sch, "conv_update") if lp.kind == "vectorized"]
@@ -164,15 +153,11 @@ def test_a_row_that_does_not_divide_the_lanes(target: dict, case: str, width: in
         assert prog.with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok
 
 
-def _depthwise(size: int, stride: int = 1):
-    return _conv_graph(2, 16, 16, size, 3, padding=1, groups=16, depthwise=True, stride=stride)
-
-
 @pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
 def test_depthwise_rows_slide_along_the_kernel_taps(target: dict) -> None:
     """Output row h at tap kh reads input row h + kh: with kh unrolled inside the rows, the rows
     and taps share their loads (the tile slides). The loop order ends kh, rows, lanes."""
-    graph, op = _depthwise(14)
+    graph, op = depthwise_graph(14)
     func = make_program(graph).funcs[op]
     tile = plan(analyse(func), vector_unit(target), 32768)
     assert tile.slide == "rk0" and tile.rows > 1  # kh beside the output rows
@@ -184,26 +169,12 @@ def test_depthwise_rows_slide_along_the_kernel_taps(target: dict) -> None:
         assert make_program(graph).with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok
 
 
-def test_a_tile_slides_only_where_its_window_fits_and_the_strides_agree() -> None:
-    """28-wide rows: on AVX-512 (32 registers) 7 rows slide over 3 taps; on AVX2 (16 registers)
-    the window of rows does not fit, and 2 rows load their own. At stride 2 (input row 2h + kh)
-    rows and taps share nothing."""
-    func = make_program(_depthwise(28)[0]).funcs["conv"]
-    avx512 = plan(analyse(func), VectorUnit(16, 32, True, "AVX-512"), 32768)
-    avx2 = plan(analyse(func), VectorUnit(8, 16, True, "AVX2"), 32768)
-    assert (avx512.slide, avx512.rows) == ("rk0", 7)
-    assert (avx2.slide, avx2.rows) == (None, 2)
-    strided = make_program(_depthwise(56, stride=2)[0]).funcs["conv"]
-    assert all(plan(analyse(strided), unit, 32768).slide is None
-               for unit in (VectorUnit(16, 32, True, "AVX-512"), VectorUnit(8, 16, True, "AVX2")))
-
-
 @pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
 def test_a_grouped_conv_tiles_one_group_at_a_time(target: dict) -> None:
     """4 channels per group: the output channels share the input's loads within a group only, so
     the tile holds at most 4 of them and the loop over groups runs outermost (parallel), the
     output rows inside it reusing the group's input."""
-    graph, op = _conv_graph(2, 32, 32, 28, 3, padding=1, groups=8)
+    graph, op = conv_graph(2, 32, 32, 28, 3, padding=1, groups=8)
     func = make_program(graph).funcs[op]
     tile = plan(analyse(func), vector_unit(target), 32768)
     assert tile.rows_loop == "i1" and tile.rows == 4  # output channels: one group
@@ -224,9 +195,9 @@ def test_a_padding_stage_runs_under_the_parallel_loop_only_where_its_iterations_
     pads one channel plane per iteration; with too few planes to share among the cores its pad
     stays a parallel pass of its own, as does a batched plain conv's (its images share the
     weights: each would pad a whole image)."""
-    cases = {"grouped": (_conv_graph(2, 32, 32, 28, 3, padding=1, groups=8), True),
-             "depthwise": (_conv_graph(2, 24, 24, 28, 3, padding=1, groups=24, depthwise=True), True),
-             "few planes": (_conv_graph(2, 8, 8, 28, 3, padding=1, groups=8, depthwise=True), False),
+    cases = {"grouped": (conv_graph(2, 32, 32, 28, 3, padding=1, groups=8), True),
+             "depthwise": (conv_graph(2, 24, 24, 28, 3, padding=1, groups=24, depthwise=True), True),
+             "few planes": (conv_graph(2, 8, 8, 28, 3, padding=1, groups=8, depthwise=True), False),
              "batched plain": (_batched_conv(16, 8, 16, 14), False)}
     for name, ((graph, op), inside) in cases.items():
         func = make_program(graph).funcs[op]
@@ -242,32 +213,9 @@ def test_a_padding_stage_runs_under_the_parallel_loop_only_where_its_iterations_
             assert make_program(graph).with_funcs({op: sch.mod["main"]}).build(HOST).verify().ok, name
 
 
-def test_a_loop_longer_than_the_runs_followed_is_no_stride_phase() -> None:
-    """Runs are followed up to ``_RUN_CAP`` steps: a depthwise conv over 384 channels reads
-    affinely along them, which is no transposed conv's phase (it was taken for one of period 2)."""
-    graph, op = _conv_graph(2, 384, 384, 7, 3, padding=1, groups=384, depthwise=True)
-    func = make_program(graph).funcs[op]
-    assert analyse(func).phases() == {}
-    assert [s.get("factors") for s in expert_steps(func, op, HOST) if s.primitive == "split"] != [[None, 2]]
-
-
-def test_a_stride_2_conv_shares_each_gathered_vector_among_many_output_channels() -> None:
-    """On NCHW a stride-2 conv's vector along the output width gathers its input every other
-    float; the output channels share each such vector, so the tile takes one vector and as many
-    channels as fit, dividing them (a guarded channel row ran 1.3-1.9x slower): 16 of 128 on
-    AVX-512, 8 on AVX2. A GEMM whose B is contiguous along the vector keeps its two-dimensional tile."""
-    func = make_program(_conv_graph(2, 16, 128, 29, 3, stride=2)[0]).funcs["conv"]
-    avx512 = plan(analyse(func), VectorUnit(16, 32, True, "AVX-512"), 32768)
-    avx2 = plan(analyse(func), VectorUnit(8, 16, True, "AVX2"), 32768)
-    assert (avx512.rows_loop, avx512.nvec, avx512.rows) == ("i1", 1, 16)
-    assert (avx2.rows_loop, avx2.nvec, avx2.rows) == ("i1", 1, 8)
-    gemm = plan(analyse(_example(64)[0]), VectorUnit(8, 16, True, "AVX2"), 32768)
-    assert gemm.nvec > 1  # contiguous B: several vectors per row, not one shared by many rows
-
-
 @pytest.mark.parametrize("target", [HOST, AVX512], ids=["host", "avx512"])
 def test_a_stride_2_conv_with_many_channel_rows_matches_the_reference(target: dict) -> None:
-    graph, op = _conv_graph(2, 8, 24, 15, 3, epilogue=True, stride=2)
+    graph, op = conv_graph(2, 8, 24, 15, 3, epilogue=True, stride=2)
     prog, _ = _expert(make_program(graph), target)
     if target is HOST:
         assert prog.build(HOST).verify().ok
@@ -279,7 +227,7 @@ def test_a_tile_whose_vector_is_not_the_outputs_contiguous_dim_is_stored_vector_
     """ALT's tiled input and weight with the output kept in NCHW: the vector is the output
     channels, so the register tile is stored channels-last (each of its vectors contiguous); on
     NCHW alone the vector is the output's rows and the tile keeps the output's layout."""
-    graph, op = _conv_graph(2, 8, 32, 9, 3, padding=1)
+    graph, op = conv_graph(2, 8, 32, 9, 3, padding=1)
     acts = preset_actions(graph, "alt_tiled", op, tiles=3, ot=16, it=4, tile_out=False)
     prog, steps = _expert(make_program(graph, apply_actions(graph, LayoutBook(), acts)), HOST)
     assert prog.build(HOST).verify().ok
@@ -303,11 +251,6 @@ def test_gemm_tile_fits_the_registers() -> None:
     steps = expert_steps(_example(64)[0], "mm", {"kind": "llvm", "mcpu": "haswell"})
     assert str(steps[0]).startswith("split(block='C', loop='j', factors=[None,")
     assert steps[-1].primitive == "decompose_reduction"
-
-
-def test_no_complex_op_is_refused() -> None:
-    with pytest.raises(LoopError, match="no complex op"):
-        analyse(_example()[1])
 
 
 def test_already_scheduled_kernel_is_refused() -> None:

@@ -2,7 +2,8 @@
 (split, reorder, fuse, unfold with halos, pad and their inverses, ALT's tiled conv layouts, odd
 sizes) scheduled with ``conversion_steps`` writes what the reference says, and the steps apply to
 every conversion kernel of every zoo model under every preset; the loop orders the model picks
-for ALT's layouts (on fixed caches); ``conversions.conversion_rates``. No timing is asserted."""
+for ALT's layouts (on fixed caches), register tiles, tile buffers, interleaved rows and border
+cuts. No timing is asserted."""
 
 from __future__ import annotations
 
@@ -13,17 +14,21 @@ import numpy as np
 import pytest
 import tvm
 from tvm import s_tir, tirx
-from tvm.sym.analyzer import Analyzer
 
+from tests.engine.expert.graphs import LAYOUTS, ODD, alt_graph, conversion_kernels, cv_graph
 from workbench.engine import codegen, zoo
-from workbench.engine.conversions import ConversionRate, conversion_rates
 from workbench.engine.errors import LayoutError, LoopError
-from workbench.engine.expert import convert
+from workbench.engine.expert import order as order_model
+from workbench.engine.expert import traffic, transpose, vendor
 from workbench.engine.expert.convert import conversion_steps
+from workbench.engine.expert.interleaving import interleaves
+from workbench.engine.expert.offsets import CopyAccess
+from workbench.engine.expert.traffic import Cache
+from workbench.engine.expert.transpose import transposed
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.book import LayoutBook
 from workbench.engine.keys import apply_actions, apply_layout
-from workbench.engine.loops import LoopInfo, apply_steps, block_nest, list_loops, walk_nest
+from workbench.engine.loops import LoopInfo, apply_steps, list_loops, walk_nest
 from workbench.engine.presets import PRESETS, preset_actions
 from workbench.engine.program import make_program
 from workbench.engine.targets import target_from, vector_unit
@@ -37,43 +42,11 @@ ZEN = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}
 GATHER = dict(ZEN, **{"num-cores": 4})
 
 
-def _graph(shape, out_channels=5):
-    """data -> relu -> conv -> relu2: the input, the relu (its wish) and the output convert."""
-    b = GraphBuilder("cv")
-    x = b.input("data", shape)
-    r = b.op("relu", "relu", x)
-    y = b.op("conv", "conv2d", r, b.const("conv.weight", (out_channels, shape[1], 3, 3)), padding=1)
-    b.op("relu2", "relu", y)
-    return b.build()
-
-
-ODD = (1, 7, 9, 11)  # no dim divides the lanes
-LAYOUTS = {
-    "split+reorder (blocked, padding)": [("split", {"dim": 1, "factors": [-1, 4]}), ("reorder", {"perm": [0, 1, 3, 4, 2]})],
-    "reorder (channels last)": [("reorder", {"perm": [0, 2, 3, 1]})],
-    "reorder (spatial transpose)": [("reorder", {"perm": [0, 1, 3, 2]})],
-    "fuse then reorder": [("fuse", {"dims": [2, 3]}), ("reorder", {"perm": [0, 2, 1]})],
-    "split W, inner last": [("split", {"dim": 3, "factors": [-1, 4]}), ("reorder", {"perm": [0, 1, 2, 3, 4]}),
-                            ("reorder", {"perm": [0, 3, 1, 2, 4]})],
-    "pad H and W": [("pad", {"dim": 2, "before": 1, "after": 2}), ("pad", {"dim": 3, "before": 1, "after": 1})],
-    "pad then channels last": [("pad", {"dim": 3, "before": 1, "after": 1}), ("reorder", {"perm": [0, 2, 3, 1]})],
-    "unfold with halos": [("unfold", {"dim": 2, "tile": 4, "stride": 3}), ("unfold", {"dim": 4, "tile": 5, "stride": 3})],
-    "unfold + pad + blocked (ALT's input)": [("pad", {"dim": 3, "before": 1, "after": 1}),
-                                            ("unfold", {"dim": 3, "tile": 6, "stride": 4}),
-                                            ("split", {"dim": 1, "factors": [-1, 4]}),
-                                            ("reorder", {"perm": [0, 1, 3, 4, 5, 2]})],
-}
-
-
-def _conversion_kernels(prog):
-    return [k for k in prog.plan.kernels if k.conversion]
-
-
 def _scheduled_matches(graph, book, target=TARGET, seed=0):
     """Schedule every conversion kernel with ``conversion_steps``; every buffer any kernel writes
     matches the reference in its stored layout (padding zero, halos duplicated)."""
     prog = make_program(graph, book)
-    convs = _conversion_kernels(prog)
+    convs = conversion_kernels(prog)
     assert convs, "the case makes no conversion kernel"
     funcs = {}
     for k in convs:
@@ -101,7 +74,7 @@ def test_scheduled_conversions_and_their_inverses_match_the_reference(name, key)
     """``data``: the input converted into the layout; ``relu@conv``: a wish (the relu writes it
     itself, so relu gets a layout too and the conversion is between two layouts); ``relu2``:
     the graph output converted back (the inverse)."""
-    g = _graph(ODD)
+    g = cv_graph(ODD)
     book = LayoutBook()
     if key == "relu@conv":
         book = apply_actions(g, book, preset_actions(g, "channels_last", "data"))
@@ -116,11 +89,11 @@ def test_the_vector_loop_takes_the_targets_lanes(target, monkeypatch):
     """NCHW -> NCHW16c by the order model (the register tile off): the destination's innermost
     16 channels, split by the lanes; the source is contiguous along W: W is tiled right above
     the vector loop (a cache-tiled transpose)."""
-    monkeypatch.setattr(convert, "_TRANSPOSE_BYTES", 0)
-    g = _graph((2, 32, 8, 48))
+    monkeypatch.setattr(transpose, "_TRANSPOSE_BYTES", 0)
+    g = cv_graph((2, 32, 8, 48))
     book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "data", factor=16))
     prog = make_program(g, book)
-    (k,) = _conversion_kernels(prog)
+    (k,) = conversion_kernels(prog)
     steps = conversion_steps(prog.funcs[k.name], k.name, target)
     lanes = vector_unit(target).lanes
     loops = list_loops(apply_steps(prog.funcs[k.name], steps), k.name)
@@ -132,10 +105,10 @@ def test_the_vector_loop_takes_the_targets_lanes(target, monkeypatch):
 def test_a_run_that_does_not_divide_the_lanes_is_still_vectorized():
     """A destination row of 7 x 9 x 11 elements has no multiple of the lanes: the innermost loop
     (11) is vectorized whole, not split with a predicate (which TVM would run as scalars)."""
-    g = _graph(ODD)
+    g = cv_graph(ODD)
     book = apply_layout(g, LayoutBook(), "data", "reorder", {"perm": [0, 1, 3, 2]})
     prog = make_program(g, book)
-    (k,) = _conversion_kernels(prog)
+    (k,) = conversion_kernels(prog)
     steps = conversion_steps(prog.funcs[k.name], k.name, TARGET)
     assert not any(s.primitive == "split" and s.get("loop") == "i3" for s in steps)
     loops = list_loops(apply_steps(prog.funcs[k.name], steps), k.name)
@@ -168,7 +141,7 @@ def test_the_steps_apply_to_every_conversion_kernel_of_every_zoo_model_under_eve
         except LayoutError:
             continue  # the preset does not fit this tensor (e.g. a rank-1 bias)
         prog = make_program(g, book)
-        for k in _conversion_kernels(prog):
+        for k in conversion_kernels(prog):
             key = (model, tuple(prog.plan.buffers[k.inputs[0]].layout.prims),
                    tuple(prog.plan.buffers[k.outputs[0]].layout.prims))
             if key in seen:
@@ -183,16 +156,6 @@ def test_the_steps_apply_to_every_conversion_kernel_of_every_zoo_model_under_eve
 
 ########## ALT's tiled layouts ##########
 
-def _conv(shape, out=8, k=3, stride=1, padding=1):
-    """data -> conv: ALT's tiled layout on the conv converts its input (unfolded, with halos and
-    padding) and its output, the graph's, back to NCHW (through the padded tiles when the tiles
-    do not divide the output)."""
-    b = GraphBuilder("alt")
-    x = b.input("data", shape)
-    b.op("conv", "conv2d", x, b.const("conv.weight", (out, shape[1], k, k)), stride=stride, padding=padding)
-    return b.build()
-
-
 ALT_CASES = {  # graph args, preset params
     "3x3, tiles 4 (odd sizes)": (((1, 7, 9, 11),), {}),
     "3x3, tiles 4x16, whole tiles": (((1, 32, 8, 32), 32), {"tiles": [4, 16]}),
@@ -205,7 +168,7 @@ ALT_CASES = {  # graph args, preset params
 @pytest.mark.parametrize("name", list(ALT_CASES))
 def test_alt_tiled_conversions_match_the_reference(name):
     args, params = ALT_CASES[name]
-    g = _conv(*args)
+    g = alt_graph(*args)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", **params))
     convs = _scheduled_matches(g, book, AVX2)
     assert {"convert_data_conv", "convert_conv_out"} <= {k.name for k in convs}  # the unfold, the way back
@@ -215,19 +178,19 @@ def test_alt_tiled_conversions_match_the_reference(name):
 def caches(monkeypatch):
     """The order model on fixed caches (32 KiB L1, 512 KiB L2, 64 B lines): the orders below
     do not depend on the machine the tests run on."""
-    monkeypatch.setattr(convert, "cache_info", lambda: ({"L1d": 32 << 10, "L2": 512 << 10, "L3": 32 << 20}, 64, ""))
-    monkeypatch.setattr(convert.mmap, "PAGESIZE", 4096)
+    monkeypatch.setattr(traffic, "cache_info", lambda: ({"L1d": 32 << 10, "L2": 512 << 10, "L3": 32 << 20}, 64, ""))
+    monkeypatch.setattr(traffic.mmap, "PAGESIZE", 4096)
 
 
 def _alt_kernels(shape, tiles):
-    g = _conv(shape, 16)
+    g = alt_graph(shape, 16)
     prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=tiles)))
-    unfold, back = _conversion_kernels(prog)
+    unfold, back = conversion_kernels(prog)
     return prog, unfold.name, back.name
 
 
 def _kernel_loops(sch, kernel):
-    """The loops around the kernel's block, from the root; where ``_borders`` cut the block into
+    """The loops around the kernel's block, from the root; where ``borders`` cut the block into
     copies, around its largest copy (the interior), the loops of the blocks above it first."""
     nests = []
     walk_nest(sch.mod["main"], lambda r, ctx: nests.append((r.block.name_hint, ctx)) or ctx,
@@ -275,23 +238,12 @@ def test_the_unfold_reads_whole_rows_of_half_the_channels(caches):
     assert "i6_0" not in fused and loops[0].kind == "parallel" and loops[0].name == "_".join(fused) + "_fused"
 
 
-def test_register_tiles_for_gathered_rows_by_cpu():
-    """AVX-512 (16 lanes) on any CPU and 8-lane targets other than AMD's Zen (``znver*``) move
-    gathered rows through register tiles; Zen's 8 lanes and narrower vectors (SSE) keep the
-    order model's gather."""
-    cpu = lambda name: {"kind": "llvm", "mcpu": name}  # noqa: E731
-    assert [convert._register_tiles(cpu(n), vector_unit(cpu(n)).lanes)
-            for n in ("skylake-avx512", "znver4", "haswell", "x86-64-v3", "znver3", "znver2", "nehalem")] == \
-        [True, True, True, True, False, False, False]
-
-
 def test_the_parallel_loops_give_each_thread_whole_rows(caches):
     """ALT's output with 4 x 4 tiles -> NCHW (rows of 56 W, 4-float pieces from each source tile):
     the order model puts a W piece among the outer loops, which ``parallel_outer`` would fuse
-    (each chunk then wrote a 4-float column of every row: ResNet-18's layer-1 output at 5% of a
-    copy); the W pieces move inside the parallel loops, which take the H tiles' rows instead.
+    (each chunk would then write a 4-float column of every row); the W pieces move inside the parallel loops, which take the H tiles' rows instead.
     The kernel matches the reference."""
-    g = _conv((1, 64, 56, 56), 16)
+    g = alt_graph((1, 64, 56, 56), 16)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 4]))
     prog = make_program(g, book)
     steps, loops = _scheduled_loops(prog, "convert_conv_out", GATHER)
@@ -306,10 +258,10 @@ def test_the_parallel_loops_give_each_thread_whole_rows(caches):
 
 def _stem_unfold(batch=1):
     """The stem's input unfold (tiles [14, 2], it = 1): 9-float tile rows."""
-    g = _conv((batch, 3, 128, 128), 16, 7, 2, 3)
+    g = alt_graph((batch, 3, 128, 128), 16, 7, 2, 3)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[14, 2], ot=16, it=1))
     prog = make_program(g, book)
-    return g, book, prog, next(k for k in _conversion_kernels(prog) if k.name == "convert_data_conv")
+    return g, book, prog, next(k for k in conversion_kernels(prog) if k.name == "convert_data_conv")
 
 
 def test_an_unfold_with_rows_shorter_than_a_line_writes_in_the_destinations_order_on_amd(caches, monkeypatch):
@@ -325,7 +277,7 @@ def test_an_unfold_with_rows_shorter_than_a_line_writes_in_the_destinations_orde
     for intel in (AVX2, AVX512):
         steps, loops = _scheduled_loops(prog, unfold.name, intel)
         assert next(s for s in steps if s.primitive == "reorder").get("loops")[-2:] == ["i2", "i5_i6_fused"]
-    monkeypatch.setattr(convert, "_TIE", -1.0)
+    monkeypatch.setattr(vendor, "_TIE", -1.0)
     steps, _ = _scheduled_loops(prog, unfold.name, ZEN)
     assert any(s.primitive == "reorder" for s in steps)
 
@@ -367,7 +319,7 @@ def test_rows_that_interleave_channel_planes_are_vectorized_along_the_rows(targe
     and dense stores. The W tiles are cut a border tile at a time, and in each border tile the
     row where the image's border crosses it (the left tile's first 3 floats are padding), so
     that no vector's lanes test the border; the kernel matches the reference."""
-    g = _conv((1, 3, 224, 224), 16, 7, 2, 3)
+    g = alt_graph((1, 3, 224, 224), 16, 7, 2, 3)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16]))
     prog = make_program(g, book)
     func = prog.funcs["convert_data_conv"]
@@ -393,8 +345,8 @@ def test_rows_that_interleave_channel_planes_are_vectorized_along_the_rows(targe
 def test_rows_of_half_a_vector_or_more_are_one_narrower_vector():
     """Tiles [4, 4]: rows of 13 W x 3 channels, under AVX-512's 16 lanes: each interior row is
     one 13-lane vector, the channels unrolled; rows under half a vector keep the channels as the
-    vector (``_interleaves``)."""
-    g = _conv((1, 3, 224, 224), 16, 7, 2, 3)
+    vector (``interleaves``)."""
+    g = alt_graph((1, 3, 224, 224), 16, 7, 2, 3)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 4]))
     prog = make_program(g, book)
     func = prog.funcs["convert_data_conv"]
@@ -407,9 +359,9 @@ def test_rows_of_half_a_vector_or_more_are_one_narrower_vector():
     _scheduled_matches(g, book, AVX512)
     names = [lp.name for lp in list_loops(func, "convert_data_conv")]
     loops = [replace(lp, extent=5) if lp.name == "i5" else lp for lp in list_loops(func, "convert_data_conv")]
-    access = convert._Access.of(func, "convert_data_conv", list_loops(func, "convert_data_conv"))
-    assert convert._interleaves(access, names, loops[-2:], 16, 16) is False  # 5 W under 16 lanes
-    assert convert._interleaves(access, names, list_loops(func, "convert_data_conv")[-2:], 16, 16) is True
+    access = CopyAccess.of(func, "convert_data_conv", list_loops(func, "convert_data_conv"))
+    assert interleaves(access, names, loops[-2:], 16, 16) is False  # 5 W under 16 lanes
+    assert interleaves(access, names, list_loops(func, "convert_data_conv")[-2:], 16, 16) is True
 
 
 @pytest.mark.parametrize("target", [AVX2, AVX512, TARGET])
@@ -421,7 +373,7 @@ def test_rows_interleaved_by_the_parallel_loop_itself_are_not_cut(target):
     g = b.build()
     book = apply_layout(g, LayoutBook(), "data", "reorder", {"perm": [1, 0]})
     prog = make_program(g, book)
-    for k in _conversion_kernels(prog):
+    for k in conversion_kernels(prog):
         steps = conversion_steps(prog.funcs[k.name], k.name, target)
         assert not any(s.primitive == "loop_partition" for s in steps)
     _scheduled_matches(g, book, target)
@@ -432,95 +384,26 @@ def test_a_transpose_gathers_no_more_channels_than_an_l1_set_holds(caches, monke
     multiple of the page apart: the 16 channels' lines at one W share an L1 set (8 ways), so
     the tile gathers 8 channels along 16 W (the source's line) before the other 8, instead of
     all 16 channels at each W."""
-    monkeypatch.setattr(convert, "_TRANSPOSE_BYTES", 0)
-    g = _graph((1, 32, 32, 128))  # a plane: 4096 elements (16 KiB)
+    monkeypatch.setattr(transpose, "_TRANSPOSE_BYTES", 0)
+    g = cv_graph((1, 32, 32, 128))  # a plane: 4096 elements (16 KiB)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "data", factor=16))
     prog = make_program(g, book)
-    (k,) = _conversion_kernels(prog)
+    (k,) = conversion_kernels(prog)
     _, loops = _scheduled_loops(prog, k.name)
     assert [lp.extent for lp in loops[-2:]] == [16, 8]  # W.i under C.i's vector
     assert loops[-2].name.startswith("i3")
 
 
-@pytest.mark.parametrize("extents, run", [((29, 13, 13, 3), (1, 3)), ((9, 11, 4), (1, 4)), ((9, 10, 4), (2, 8)),
-                                          ((5, 2, 2, 2), (3, 8))])
-def test_the_vector_run_fuses_only_across_power_of_two_extents(extents, run):
-    """Fused across a loop of 3 (channels of an image), every lane divides by 3 and 13: the
-    fused unfold ran 13x slower than a 3-wide vector."""
-    assert convert._vector_run(extents, 8) == run
-
-
-@pytest.mark.parametrize("name", list(LAYOUTS))
-def test_the_order_model_reads_the_kernels_own_addresses(name):
-    """``_Access.offsets`` (NumPy) agrees with TVM's arithmetic on the kernel's index
-    expressions at random points, for every kind of conversion and its inverse."""
-    g = _graph(ODD)
-    book = LayoutBook()
-    for prim, args in LAYOUTS[name]:
-        book = apply_layout(g, book, "data", prim, args)
-        book = apply_layout(g, book, "relu2", prim, args)
-    prog = make_program(g, book)
-    rng = np.random.default_rng(0)
-    for k in _conversion_kernels(prog):
-        func = prog.funcs[k.name]
-        loops = list_loops(func, k.name)
-        access = convert._Access.of(func, k.name, loops)
-        assert access is not None
-        points = rng.integers(0, [lp.extent for lp in loops], size=(20, len(loops)))
-        src, dst = access.offsets([points[:, j] for j in range(len(loops))])
-        realize = block_nest(func, k.name)[0]
-        for p, got_src, got_dst in zip(points, src, dst):
-            ana = Analyzer()
-            for iv, x in zip(realize.block.iter_vars, p):
-                ana.bind(iv.var, int(x))
-            flat = 0
-            for i, n in zip(access.src, access.src_shape):
-                flat = flat * n + i
-            want = ana.simplify(flat)
-            assert isinstance(want, tirx.IntImm) and int(want.value) == got_src, (k.name, p)
-            assert got_dst == np.ravel_multi_index(p, access.dst_shape)
-
-
-########## conversions.conversion_rates ##########
-
-def test_conversion_rates_count_the_bytes_read_and_written():
-    """data (1x7x9x11) -> NCHW4c (1x2x9x11x4, one channel of padding): 693 elements read, 792
-    written; GB/s = bytes / time, against the copy bandwidth given."""
-    g = _graph(ODD)
-    prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "data", factor=4)))
-    (k,) = _conversion_kernels(prog)
-    timings = {name: 0.002 for name in prog.funcs}
-    (rate,) = conversion_rates(prog, timings, copy_gbs=10.0)
-    assert rate == ConversionRate(k.name, (693 + 792) * 4, 0.002, (693 + 792) * 4 / 0.002e-3 / 1e9,
-                                  100 * (693 + 792) * 4 / 0.002e-3 / 1e9 / 10.0)
-    assert rate.gbs == pytest.approx(2.97) and rate.percent_of_copy == pytest.approx(29.7)
-
-
-def test_conversion_rates_count_an_unfolds_halos_as_written():
-    """The unfolded input of ALT's tiled conv holds each halo element twice: the kernel writes
-    them all; only stand-alone conversions are listed, the conv kernel is not."""
-    g = _conv((1, 7, 9, 11))
-    prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv")))
-    timings = {name: 1.0 for name in prog.funcs}
-    rates = conversion_rates(prog, timings, copy_gbs=1.0)
-    assert [r.name for r in rates] == [k.name for k in _conversion_kernels(prog)]
-    unfold = prog.plan.buffers[_conversion_kernels(prog)[0].outputs[0]].layout.shape
-    assert rates[0].bytes == (1 * 7 * 9 * 11 + int(np.prod(unfold))) * 4
-    assert int(np.prod(unfold)) > 7 * 11 * 11  # the padded input, halos duplicated
-    assert conversion_rates(prog, {"conv": 1.0}, copy_gbs=1.0) == []  # untimed
-
-
 def test_a_unit_innermost_dim_does_not_take_the_vector():
     """ALT's stem input with it = 1 ends in C.i of 1 after the 9-wide W.w halo tile: the vector
     is the W.w run (the unit loop fused into it), not the unit loop, which left the copy scalar."""
-    g = _conv((1, 3, 40, 40), 16, 7, 2, 3)
+    g = alt_graph((1, 3, 40, 40), 16, 7, 2, 3)
     prog = make_program(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 2], ot=16,
                                                                          it=1)))
-    unfold = next(k for k in _conversion_kernels(prog) if k.name == "convert_data_conv")
+    unfold = next(k for k in conversion_kernels(prog) if k.name == "convert_data_conv")
     assert [lp.extent for lp in list_loops(prog.funcs[unfold.name], unfold.name)][-2:] == [9, 1]
     steps, loops = _scheduled_loops(prog, unfold.name, TARGET)
     assert loops[-1].kind == "vectorized" and loops[-1].extent == 9
-    assert convert._vector_run([5, 9, 1], 8) == (2, 9) and convert._vector_run([9, 1, 1], 16) == (3, 9)
     _scheduled_matches(g, apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 2], ot=16,
                                                                         it=1)), TARGET)
 
@@ -542,7 +425,7 @@ def test_rows_gathered_across_source_tiles_go_through_a_buffer_written_back_whol
         prog = make_program(g, book)
         return conversion_steps(prog.funcs[kernel], kernel, GATHER)
 
-    cap = convert._Cache.of(4).cap
+    cap = Cache.of(4).cap
     big = (max(1, 4 * cap // (32 * 64 * 64)), 8, 64, 64)  # the output: 4x half the L2
     g, book = conv(big, ("alt_tiled", "conv", {"tiles": [4, 16], "ot": 16, "it": 8}))
     steps = steps_of(g, book)
@@ -564,11 +447,11 @@ def test_a_plain_transpose_moves_four_by_four_tiles_through_registers(target, pr
     rows (W, or C) and the destination's (C, or W) are split by 4 floats (16 bytes); each 4x4
     tile is read into a local buffer along the source's rows and written along the
     destination's, both vectorized, and the result matches the reference."""
-    g = _graph((2, 32, 8, 48), out_channels=8)
+    g = cv_graph((2, 32, 8, 48), out_channels=8)
     params = {"factor": factor} if factor else {}
     book = apply_actions(g, LayoutBook(), preset_actions(g, preset, key, **params))
     prog = make_program(g, book)
-    (k,) = _conversion_kernels(prog)
+    (k,) = conversion_kernels(prog)
     steps = conversion_steps(prog.funcs[k.name], k.name, target)
     sch = apply_steps(prog.funcs[k.name], steps)
     assert [s.primitive for s in steps if s.primitive in ("cache_read", "compute_at")] == ["cache_read", "compute_at"]
@@ -586,10 +469,10 @@ def test_a_transpose_sweeps_the_channels_a_block_at_a_time(key, width, block):
     sweep keeps a block's streams going instead of all 64: NCHW -> NHWC reads 2 lines' worth of
     channel rows at once (32 floats), NHWC -> NCHW writes a line's worth (16); source rows
     shorter than the block (16 W) keep every channel in the sweep."""
-    g = _graph((2, 64, 8, width), out_channels=64)
+    g = cv_graph((2, 64, 8, width), out_channels=64)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "channels_last", key))
     prog = make_program(g, book)
-    (k,) = _conversion_kernels(prog)
+    (k,) = conversion_kernels(prog)
     sch = apply_steps(prog.funcs[k.name], conversion_steps(prog.funcs[k.name], k.name, AVX512))
     tile = [lp.extent for lp in list_loops(sch, k.name)[-5:]]  # (far block, W tiles, far tiles in it), 4 x 4
     if block < 64:
@@ -606,10 +489,10 @@ def test_a_tiled_output_moves_register_tiles_inside_each_source_tile(target):
     gathering across them, 16 floats apart) go through 4x4 register tiles (a local tile read
     along C.i, written along W.i), in the order made for a line-wide vector on both; built for
     the AMD EPYC (8 lanes) the order model's vectorized gather stays. All match the reference."""
-    g = _conv((1, 32, 8, 32), 32)
+    g = alt_graph((1, 32, 8, 32), 32)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16]))
     prog = make_program(g, book)
-    back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
+    back = next(k.name for k in conversion_kernels(prog) if k.name == "convert_conv_out")
     steps = conversion_steps(prog.funcs[back], back, target)
     wide = conversion_steps(prog.funcs[back], back, dict(AVX512, **{"num-cores": target["num-cores"]}))
     assert steps == wide
@@ -631,10 +514,10 @@ def test_on_avx512_rows_crossing_tiles_of_odd_width_go_through_four_by_piece_til
     row is split at the tiles and 4 channels (the source's rows) move inside it: a local
     14 W x 4 channel tile read along the channels, written 4 rows of 14 W. Matches the
     reference; built for the AMD EPYC the order model's gather stays."""
-    g = _conv((1, 32, 8, 28), 32)
+    g = alt_graph((1, 32, 8, 28), 32)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 14]))
     prog = make_program(g, book)
-    back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
+    back = next(k.name for k in conversion_kernels(prog) if k.name == "convert_conv_out")
     steps = conversion_steps(prog.funcs[back], back, AVX512)
     splits = [(s.get("loop"), s.get("factors")) for s in steps if s.primitive == "split"]
     assert ("i3", [None, 14]) in splits and any(f == [None, 4] for _, f in splits)
@@ -650,21 +533,20 @@ def test_on_avx512_rows_crossing_tiles_of_odd_width_go_through_four_by_piece_til
 def test_the_loops_outside_half_the_l2_do_not_write_between_the_tiles_lines(caches):
     """The 7x7/2 stem's output from 14 H x 2 W tiles -> NCHW (64 channels of 112 W): the streams
     model alone keeps the W blocks outermost (each pass over the image writes one line of every
-    channel row: 40% of a copy on the Xeon); the W blocks go inside the H blocks instead, so the
-    loops inside half the L2 write whole runs of adjacent lines (78%). (The order model's
-    gather: built for the AMD EPYC.)"""
-    g = _conv((1, 3, 224, 224), 64, 7, 2, 3)
+    channel row); the W blocks go inside the H blocks instead, so the loops inside half the L2
+    write whole runs of adjacent lines. (The order model's gather: built for the AMD EPYC.)"""
+    g = alt_graph((1, 3, 224, 224), 64, 7, 2, 3)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[14, 2], ot=16, it=1))
     prog = make_program(g, book)
-    back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
+    back = next(k.name for k in conversion_kernels(prog) if k.name == "convert_conv_out")
     steps, loops = _scheduled_loops(prog, back, GATHER)
     # loops: i1 C, i2 H (by the 14-high tiles), i3 W (16-wide blocks of 2-wide tiles)
     order = next(s for s in steps if s.primitive == "reorder").get("loops")
     assert order.index("i2_0") < order.index("i3_0") < order.index("i2_1"), order
-    access = convert._Access.of(prog.funcs[back], back, list_loops(prog.funcs[back], back))
-    cache = convert._Cache.of(4)
+    access = CopyAccess.of(prog.funcs[back], back, list_loops(prog.funcs[back], back))
+    cache = Cache.of(4)
     extents = [lp.extent for lp in list_loops(prog.funcs[back], back)]
-    assert convert._dense([], [], extents, access, cache) is None  # nothing to close
+    assert order_model._dense([], [], extents, access, cache) is None  # nothing to close
     _scheduled_matches(g, book, GATHER)
 
 
@@ -672,10 +554,9 @@ def test_the_loops_outside_half_the_l2_do_not_write_between_the_tiles_lines(cach
 def test_an_output_beyond_the_l2_writes_its_rows_whole_where_the_reads_stay_long(caches, monkeypatch, target):
     """The 7x7/2 stem's output from 4 H x 16 W tiles -> NCHW (64 channels of 112 W, 3.2 MB): the
     streams model puts the tile's 4 rows inside the W blocks (the source read 4 KiB at a time,
-    each channel's 4 rows written a line at a time, in passes: 66% of a copy on the Xeon); the W
-    blocks trade places with them, each row written whole while the source is read in 1 KiB runs
-    (80%). A destination inside the L2 keeps the model's order."""
-    g = _conv((1, 3, 224, 224), 64, 7, 2, 3)
+    each channel's 4 rows written a line at a time, in passes); the W blocks trade places with
+    them, each row written whole while the source is read in 1 KiB runs. A destination inside the L2 keeps the model's order."""
+    g = alt_graph((1, 3, 224, 224), 64, 7, 2, 3)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[4, 16]))
     prog = make_program(g, book)
     # loops: i1 C, i2 H (by the 4-high tiles), i3 W (by the 16-wide tiles)
@@ -684,7 +565,7 @@ def test_an_output_beyond_the_l2_writes_its_rows_whole_where_the_reads_stay_long
     assert order.index("i2_0") < order.index("i2_1") < order.index("i3_0"), order
     _scheduled_matches(g, book, target)
     # the same output (3 MiB) inside an L2 of 4 MiB
-    monkeypatch.setattr(convert, "cache_info", lambda: ({"L1d": 32 << 10, "L2": 4 << 20, "L3": 32 << 20}, 64, ""))
+    monkeypatch.setattr(traffic, "cache_info", lambda: ({"L1d": 32 << 10, "L2": 4 << 20, "L3": 32 << 20}, 64, ""))
     steps = conversion_steps(prog.funcs["convert_conv_out"], "convert_conv_out", target)
     order = next(s for s in steps if s.primitive == "reorder").get("loops")
     assert order.index("i3_0") < order.index("i2_1"), order
@@ -693,25 +574,25 @@ def test_an_output_beyond_the_l2_writes_its_rows_whole_where_the_reads_stay_long
 @pytest.mark.parametrize("case", ["nchw16c back", "alt output", "alt unfold", "odd sizes"])
 def test_transposes_of_tiled_or_odd_buffers_keep_the_order_model(case):
     """Rows read from the source's tiles (NCHW16c -> NCHW, ALT's tiled output, ALT's unfold
-    reading a tile's row at a time: 0.6-0.9x with the register tile) and extents that 4 does
+    reading a tile's row at a time, which the register tile does not speed up) and extents that 4 does
     not divide take no transpose's register tile (built for the AMD EPYC, whose gathered rows
     take none either)."""
     if case == "nchw16c back":
-        g = _graph((2, 32, 8, 48))
+        g = cv_graph((2, 32, 8, 48))
         book = apply_actions(g, LayoutBook(), preset_actions(g, "blocked", "relu2", factor=16))
         prog = make_program(g, book)
-        kernels = [k.name for k in _conversion_kernels(prog)]
+        kernels = [k.name for k in conversion_kernels(prog)]
     elif case == "odd sizes":
-        g = _graph(ODD)
+        g = cv_graph(ODD)
         book = apply_actions(g, LayoutBook(), preset_actions(g, "channels_last", "data"))
         prog = make_program(g, book)
-        kernels = [k.name for k in _conversion_kernels(prog)]
+        kernels = [k.name for k in conversion_kernels(prog)]
     else:
         prog, unfold, back = _alt_kernels((1, 16, 16, 64), [4, 16])
         kernels = [back if case == "alt output" else unfold]
     assert kernels
     for name in kernels:
-        assert convert._transposed(convert._Access.of(prog.funcs[name], name, list_loops(prog.funcs[name], name)),
+        assert transposed(CopyAccess.of(prog.funcs[name], name, list_loops(prog.funcs[name], name)),
                                    [lp.extent for lp in list_loops(prog.funcs[name], name)]) is None
         assert "cache_read" not in [s.primitive for s in conversion_steps(prog.funcs[name], name, GATHER)]
 
@@ -722,12 +603,12 @@ def test_a_transpose_whose_tile_would_read_a_varying_region_keeps_the_order_mode
     rows whole) but TVM cannot bound a 4x4 tile's source region across W's tiles of 7 (its loops'
     extents are not constants): the order model schedules it, and it matches the reference (the
     joint tuner's candidates met this kernel)."""
-    g = _conv((1, 64, 4, 28), 64)
+    g = alt_graph((1, 64, 4, 28), 64)
     book = apply_actions(g, LayoutBook(), preset_actions(g, "alt_tiled", "conv", tiles=[1, 7], ot=64, it=64))
     prog = make_program(g, book)
-    back = next(k.name for k in _conversion_kernels(prog) if k.name == "convert_conv_out")
+    back = next(k.name for k in conversion_kernels(prog) if k.name == "convert_conv_out")
     func = prog.funcs[back]
     loops = list_loops(func, back)
-    assert convert._transposed(convert._Access.of(func, back, loops), [lp.extent for lp in loops]) is not None
+    assert transposed(CopyAccess.of(func, back, loops), [lp.extent for lp in loops]) is not None
     assert "cache_read" not in [s.primitive for s in conversion_steps(func, back, AVX2)]
     _scheduled_matches(g, book)
