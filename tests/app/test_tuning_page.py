@@ -10,12 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from workbench.engine.session import replay
 from workbench.engine.step import Step
 from workbench.engine.timing import Stats
 from workbench.engine.tuning.baselines import KernelBaselines
 
-from tests.app.apptest import session
+from tests.app.apptest import session, tune_loops
 from tests.engine.tuning.jobs import job_folder, loop_records, rows
 
 
@@ -211,3 +213,22 @@ def test_a_stopped_runs_baselines_timed_later_show_and_give_the_latency_before(a
     at.button(key="tune_apply").click().run()
     assert any(m.value.startswith("The best so far applied: 1 kernel tuned, conv 0.9100 -> 0.6300 ms (1.44x)")
                for m in at.success), [m.value for m in at.success]
+
+
+@pytest.mark.tuning
+def test_a_real_loop_run_is_timed_against_its_baselines_applied_and_undone(at):
+    """Loop-only stage, 2 measurements on C1D: the worker times the result against its baselines
+    at its end; Apply says the latency before and after, Undo gives the session back."""
+    job = tune_loops(at, "c1d", 2)
+    assert job.status().state == "done", job.status()
+    before = session(at)
+    at.run()
+    assert not at.exception, at.exception
+    table = next(d.value for d in at.get("dataframe") if "vs starting schedule" in d.value.columns)
+    assert list(table["kernel"]) == ["conv"] and table["tuned ms"].iloc[0] > 0
+    assert table["vs library"].iloc[0].endswith(")") and "PyTorch" in table["vs library"].iloc[0]
+    at.button(key="tune_apply").click().run()
+    (applied,) = [m.value for m in at.success if m.value.startswith("Applied")]
+    assert applied.startswith("Applied: 1 kernel tuned, conv ") and " -> " in applied, applied
+    at.button(key="tune_undo").click().run()
+    assert session(at).key() == before.key() and "tune_apply" in _keys(at)
