@@ -67,7 +67,8 @@ def test_profile_shows_two_tuning_runs_side_by_side_and_layout_parameters_agains
 
     runs = _state.WORK_DIR / "tune" / at.session_state["wid"]
     joint = [{"task": "conv", "stage": "joint", "layout": lay, "latency_ms": ms} for lay, ms in (
-        ("default", 0.9), ("alt_tiled(tiles=[1, 16], ot=32, it=3)", 0.6), ("alt_tiled(tiles=[4, 14], ot=16, it=4)", 1.2))]
+        ("default", 0.9), ("alt_tiled(tiles=[1, 16], ot=32, it=3)", 0.6),
+        ("alt_tiled(tiles=[4, 14], ot=16, it=4)", 1.2))]
     joint += [{"task": "conv", "stage": "loop", "layout": "alt_tiled(tiles=[1, 16], ot=32, it=3)", "latency_ms": 0.5}]
     _run(runs / "r18_stem-joint-0123456789abcdef", joint, 1_800_000_000)
     _run(runs / "r18_stem-loop-fedcba9876543210", [{"task": "conv", "stage": "loop", "latency_ms": ms}

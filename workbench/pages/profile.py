@@ -89,7 +89,7 @@ if timings:
     if last and _state.current_revision(last) and last["label"] in timings:
         rates = conversion_rates(state.scheduled_program(), timings[last["label"]], c.copy_gbs)
         if rates:
-            st.markdown(f"**Layout conversions** of *{last['label']}*: bytes read and written against this "
+            st.markdown(f"**Layout conversions** of *{short_name(last['label'])}*: bytes read and written against this "
                         f"machine's STREAM copy ({c.copy_gbs:.1f} GB/s)")
             st.dataframe(pd.DataFrame([{"kernel": r.name, "MB": r.bytes / 1e6, "ms": r.latency_ms, "GB/s": r.gbs,
                                         "% of copy": r.percent_of_copy} for r in rates]).round(3),
@@ -160,7 +160,8 @@ if not runs:
 else:
     a, b = st.columns(2)
     first = a.selectbox("Run", list(runs), key="profile_run")
-    beside = b.selectbox("Beside it", ["(none)"] + [n for n in runs if n != first], key="profile_run_beside")
+    others = [n for n in runs if n != first]
+    beside = b.selectbox("Beside it", ["(none)"] + others, index=1 if others else 0, key="profile_run_beside")
     rows = {n: read_progress(runs[n]) for n in (first, beside) if n in runs}
     st.plotly_chart(runs_figure(rows), width="stretch", key="runs_curves")
     bests = {n: {t["task"]: t["best ms"] for t in summarize_progress(r).rows()} for n, r in rows.items()}

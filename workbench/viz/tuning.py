@@ -288,8 +288,10 @@ def runs_figure(runs: Mapping[str, Sequence[Mapping]], title: str = "Tuning runs
     fig = go.Figure()
     for i, (name, rows) in enumerate(runs.items()):
         tasks = list(dict.fromkeys(str(r.get("task")) for r in rows))  # a sum over fewer would climb as tasks come
-        fig.add_trace(go.Scatter(x=measurement_numbers(rows), y=program_so_far(rows, tasks), mode="lines", name=name,
-                                 line={"color": _PALETTE[i % len(_PALETTE)], "width": 2, "shape": "hv"},
+        colour = _PALETTE[i % len(_PALETTE)]  # markers: a curve of a point or two still shows
+        fig.add_trace(go.Scatter(x=measurement_numbers(rows), y=program_so_far(rows, tasks), mode="lines+markers",
+                                 name=name, line={"color": colour, "width": 2, "shape": "hv"},
+                                 marker={"color": colour, "size": 4},
                                  hovertemplate=f"{name}<br>after %{{x}} measurements: %{{y:.4f}} ms<extra></extra>"))
     return _axes(fig, title)
 
