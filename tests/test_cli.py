@@ -19,7 +19,7 @@ BAD = ROOT / "tests" / "data" / "bad_sessions"
 EXPECTED = {
     "truncated.json": ("not valid JSON",),
     "not_an_object.json": ("a session file is a JSON object",),
-    "wrong_version.json": ('field "version": unsupported version 2',),
+    "wrong_version.json": ('field "version": unsupported version 3',),
     "wrong_format.json": ('field "format" must be "alt-workbench-session"',),
     "bad_name.json": ('field "name"', "not a valid session name"),
     "unknown_model.json": ('field "model"', "unknown zoo model 'resnet9000'"),
@@ -33,6 +33,7 @@ EXPECTED = {
     "bad_loop_args.json": ("action 2 (loop on 'conv')", "split factors [3, 16] multiply to 48 but loop 'i3' has extent 112"),
     "tvm_refuses.json": ("action 0 (loop on 'conv')", "compute_inline", "TVM refused"),
     "bad_tuned_trace.json": ("action 0 (tuned on 'conv')", "the saved trace does not apply to this kernel"),
+    "bad_pin.json": ('field "pinned": entry 0: step 0 (loop): missing field "args"',),
 }
 
 

@@ -255,7 +255,7 @@ def _expert(a: argparse.Namespace) -> int:
     state = load_state(a.session)
     expert = state.with_expert_schedules()
     out = Path(a.out) if a.out else Path(a.session).with_name(f"{Path(a.session).stem}_expert.json")
-    save(expert.session, out)
+    save(expert, out)
     print(f"{len(expert.session.steps) - len(state.session.steps)} expert loop steps on "
           f"{len({s.target for s in expert.session.steps[len(state.session.steps):]})} kernels; session written to {out}")
     return 0

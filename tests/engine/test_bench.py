@@ -370,8 +370,8 @@ def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic
     import tvm_ffi
 
     from workbench.engine.book import LayoutBook
-    from workbench.engine.expert.convert import scheduled_conversions
     from workbench.engine.keys import apply_actions
+    from workbench.engine.policy import scheduled_funcs
     from workbench.engine.presets import preset_actions
     from workbench.engine.program import make_program
 
@@ -382,7 +382,7 @@ def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic
     built, ok = bench._tuned(graph, book, op, None, target)
     names = [k.name for k in built.program.plan.kernels if k.conversion is not None]
     assert ok and len(names) >= 2  # into the tiled layout and back (and the weights)
-    want = scheduled_conversions(make_program(graph, book), target)
+    want = scheduled_funcs(make_program(graph, book), target)  # the policy: the conversions, nothing else
     assert set(want) == set(names)
     for name, func in want.items():
         assert tvm_ffi.structural_equal(built.program.funcs[name], func)

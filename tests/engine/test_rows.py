@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from workbench.engine.errors import LoopError
-from workbench.engine.expert.simple import rows_steps, simple_steps
+from workbench.engine.expert.simple import rows_steps
+from workbench.engine.policy import analytic_steps
 from workbench.engine.graph import GraphBuilder
 from workbench.engine.loops import apply_steps, list_blocks, list_loops
 from workbench.engine.program import make_program
@@ -33,7 +34,7 @@ def _layer_norm(rows: int, width: int):
 def test_rows_schedule_matches_the_reference(make) -> None:
     prog = make()
     (kernel,) = prog.funcs
-    steps = simple_steps(prog.funcs[kernel], kernel, HOST)
+    steps = analytic_steps(prog.funcs[kernel], kernel, HOST, complex_op=False)
     func = apply_steps(prog.funcs[kernel], steps).mod["main"]
     result = prog.with_funcs({kernel: func}).build(HOST).verify()
     assert result.ok, result

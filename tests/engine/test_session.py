@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -65,15 +67,15 @@ def test_replay_applies_each_step_once(monkeypatch):
     state = start().push(SPLIT).push(LOOP)
     assert calls == [SPLIT, LOOP]  # a hand step applies that step only
     calls.clear()
-    S.loads_state(S.dumps(state.session))
+    S.loads_state(S.dumps(state))
     assert calls == [SPLIT, LOOP]  # opening a file replays once
 
 
 def test_round_trip_through_json(tmp_path):
-    s = start("gmm", name="g", m=64, n=64, k=64).push(
-        Step.make("preset", "gmm", "nkn", m=16, n=16)).session
-    p = S.save(s, tmp_path / "g.json")
-    assert S.load(p) == s and S.load(p).key() == s.key()
+    st = start("gmm", name="g", m=64, n=64, k=64).push(Step.make("preset", "gmm", "nkn", m=16, n=16))
+    p = S.save(st.session, tmp_path / "g.json")
+    s = st.pinned().session  # what the file holds: the steps, and every other kernel's schedule pinned
+    assert s.pins and S.load(p) == s and S.load(p).key() == s.key()
 
 
 @pytest.mark.parametrize("mutate, fragment", [
@@ -123,7 +125,7 @@ def test_round_trip_keeps_every_action_kind(tmp_path):
 
     trace = trace_json(st.scheduled_schedule("conv"))
     s = st.push(Step.make("tuned", "conv", "tuned", trace=trace, latency_ms=1.5, layouts=[
-        {"kind": "layout", "tensor": "conv", "preset": "blocked", "params": {"factor": 16}}])).session
+        {"kind": "layout", "tensor": "conv", "preset": "blocked", "params": {"factor": 16}}])).pinned().session
     path = S.save(s, S.safe_path(tmp_path, s.name))
     back = S.load(path)
     assert back == s and S.dumps(back) == path.read_text()
@@ -189,3 +191,86 @@ def test_safe_path_refuses_names_that_escape(name, tmp_path):
 
 def test_safe_path_accepts_plain_names(tmp_path):
     assert S.safe_path(tmp_path, "r18_stem-v2.1") == tmp_path / "r18_stem-v2.1.json"
+
+
+########## Pinned schedules (issue #42) ##########
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TILED = Step.make("preset", "conv", "alt_tiled")
+
+
+def kernels(state: S.State) -> dict[str, str]:
+    """Every kernel of the state after its schedule, as TIR text."""
+    return {k: state.scheduled(k).script() for k in state.program.funcs}
+
+
+def old_format(text: str) -> str:
+    """A saved session as version 1 wrote it: no pins."""
+    d = json.loads(text)
+    del d["pinned"]
+    return json.dumps({**d, "version": 1})
+
+
+def test_a_saved_session_replays_to_the_same_kernels_after_a_heuristic_change(tmp_path, monkeypatch):
+    from workbench.engine.expert import builder, convert
+
+    state = start("r18_stem").push(TILED)
+    path = S.save(state, tmp_path / "s.json")
+    assert S.load_state(path).schedule("convert_relu_out").kind == "conversion"
+    before = kernels(S.load_state(path))
+    old = tmp_path / "old.json"
+    old.write_text(old_format(path.read_text()))
+    assert kernels(S.load_state(old)) == before
+    # the conversions' parallel chunks per core: a heuristic constant of the analytic schedule
+    holder = next(m for m in (builder, convert) if hasattr(m, "_CHUNKS_PER_CORE"))
+    monkeypatch.setattr(holder, "_CHUNKS_PER_CORE", 64)
+    assert kernels(S.load_state(path)) == before
+    unpinned = kernels(S.load_state(old))
+    assert [k for k in before if unpinned[k] != before[k]] == ["convert_relu_out"]  # what the pin holds
+
+
+def test_the_file_pins_every_kernel_the_actions_leave_unscheduled(tmp_path):
+    state = start("r18_stem").push(TILED).push(Step.make("loop", "pad", "parallel", block="pad", loop="i1"))
+    d = json.loads(S.dumps(state))
+    assert d["version"] == S.VERSION == 2
+    assert {p["op"]: p["schedule"] for p in d["pinned"]} == {"conv": "default", "convert_relu_out": "conversion"}
+    conversion = next(p for p in d["pinned"] if p["op"] == "convert_relu_out")
+    assert [s["primitive"] for s in conversion["steps"]] == [
+        s.primitive for s in state.schedule("convert_relu_out").steps] and "parallel" in str(conversion["steps"])
+    assert "steps" not in next(p for p in d["pinned"] if p["op"] == "conv")
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "v1_sessions").glob("*.json")), ids=lambda p: p.stem)
+def test_an_old_format_session_opens_and_is_pinned_at_its_next_save(path, tmp_path):
+    text = path.read_text()
+    assert json.loads(text)["version"] == 1 and "pinned" not in json.loads(text)
+    state = S.loads_state(text)
+    assert state.session.pins == ()
+    saved = S.save(state, tmp_path / path.name)
+    d = json.loads(saved.read_text())
+    assert d["version"] == 2 and d["actions"] == json.loads(text)["actions"]
+    assert {p["op"] for p in d["pinned"]} == {k for k in state.program.funcs if k not in state.schedules}
+    assert kernels(S.load_state(saved)) == kernels(state)
+
+
+@pytest.mark.parametrize("pinned, fragment", [
+    ({}, 'field "pinned" must be a list, got dict'),
+    ([5], 'field "pinned": entry 0: must be an object, got int'),
+    ([{"op": "conv", "kernel_hash": "0", "schedule": "tuned"}], 'field "schedule" must be one of'),
+    ([{"op": "conv", "kernel_hash": "0", "schedule": "default", "extra": 1}], 'unknown field "extra"'),
+    ([{"op": "conv", "schedule": "default"}], 'field "kernel_hash" must be a string'),
+    ([{"op": "pad", "kernel_hash": "0", "schedule": "conversion", "steps": [{"primitive": "split"}]}],
+     'field "pinned": entry 0: step 0 (loop): missing field "args"'),
+])
+def test_a_bad_pin_is_refused_naming_it(pinned, fragment):
+    d = {**S.new_session().to_json(), "pinned": pinned}
+    with pytest.raises(SessionError, match=re.escape(fragment)):
+        S.loads(json.dumps(d))
+
+
+def test_a_pin_that_does_not_apply_is_refused_naming_it(tmp_path):
+    d = json.loads(S.dumps(start("r18_stem").push(TILED)))
+    pin = next(p for p in d["pinned"] if p["op"] == "convert_relu_out")
+    pin["steps"][0]["args"]["block"] = "nope"
+    with pytest.raises(SessionError, match=re.escape('field "pinned": entry 2 (convert_relu_out): ')):
+        S.loads(json.dumps(d))

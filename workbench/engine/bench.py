@@ -65,6 +65,7 @@ from .book import LayoutBook
 from .keys import apply_actions
 from .library import LABELS, LIBRARIES, Sidecar, fastest, library_timers
 from .machine import describe, machine_state, steal_pct, write_machine
+from .policy import KernelSchedule, scheduled_funcs
 from .program import Built, make_program
 from .ceilings import copy_bandwidth, peak_call, peak_kernel_shape
 from .conversions import conversion_bytes
@@ -336,16 +337,11 @@ def conversions_timer(built: Built, values: dict[str, np.ndarray], min_ms: float
 
 
 def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) -> tuple[Built, bool]:
-    """Build the whole program as a session would: the tuned kernel (``trace``; None: the op's
-    expert schedule) and each conversion with its analytic schedule, and check it."""
-    from .expert import expert_steps
-    from .expert.convert import scheduled_conversions
-    from .loops import apply_steps, apply_trace_json
-
+    """Build the whole program as a session would (``policy``): the tuned kernel (``trace``;
+    None: the op's expert schedule) and each conversion with its analytic schedule, and check it."""
     prog = make_program(graph, book)
-    func = prog.funcs[op]
-    sch = apply_steps(func, expert_steps(func, op, target)) if trace is None else apply_trace_json(func, trace)
-    prog = prog.with_funcs({**scheduled_conversions(prog, target), op: sch.mod["main"]})
+    own = {} if trace is None else {op: KernelSchedule("tuned", trace=trace)}
+    prog = prog.with_funcs(scheduled_funcs(prog, target, own=own, expert={op}))
     built = prog.build(target)
     return built, built.verify().ok
 

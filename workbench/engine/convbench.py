@@ -90,7 +90,7 @@ def scaled_batch(nbytes: int, least: int) -> int:
 def case_conversions(case: ConversionCase, target: dict) -> list[tuple[str, Any, Any]]:
     """The case's conversion kernels: (name, unscheduled PrimFunc, PrimFunc with its analytic
     schedule)."""
-    from .expert.convert import scheduled_conversions
+    from .policy import scheduled_funcs
 
     b = GraphBuilder(case.name)
     x = b.input("data", case.shape)
@@ -102,7 +102,7 @@ def case_conversions(case: ConversionCase, target: dict) -> list[tuple[str, Any,
     else:
         acts = [s for key in ("data@conv", "conv") for s in preset_actions(graph, case.preset, key, **case.params)]
     prog = make_program(graph, apply_actions(graph, LayoutBook(), acts))
-    scheduled = scheduled_conversions(prog, target)
+    scheduled = scheduled_funcs(prog, target)  # the policy's: each conversion on its analytic schedule
     return [(k.name, prog.funcs[k.name], scheduled[k.name]) for k in prog.plan.kernels if k.conversion is not None]
 
 

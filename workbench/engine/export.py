@@ -96,7 +96,7 @@ def export_session(session: Session, out_dir: str | Path, progress: Callable[[st
                 "model": dict(session.model), "database": list(DATABASE_FILES), "kernels": kernels,
                 "outputs": dict(plan.outputs)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    (out / "session.json").write_text(dumps(session))
+    (out / "session.json").write_text(dumps(state))
     return out
 
 

@@ -9,6 +9,10 @@ Steps:
 - ``tuned``: an applied tuning result; its layouts replace those of the same tensors and its
   trace replaces the kernel's loop steps, so replay needs no tuning.
 
+Every other kernel's schedule is ``policy``'s; a saved session pins it (``Session.pins``), so a
+replay after a heuristic change builds the same kernels. Files of version 1 (no pins) are read
+and pinned at their next save.
+
 A ``State`` is a value: ``state.push(step)`` returns a new state (one step applied, nothing
 replayed), and ``replay(session)`` applies every step once.
 """
@@ -33,17 +37,19 @@ from .graph import Graph
 from .book import LayoutBook
 from .keys import apply_layout, key_base
 from .presets import preset_actions
+from .policy import KernelSchedule, Pin, choose, expert_schedule, fingerprint
 from .program import Program, make_program
 from .targets import DEFAULT_TARGET
-from .expert.convert import default_steps
 from .step import Step
 
-__all__ = ["FORMAT", "VERSION", "Session", "State", "KernelSchedule", "replay", "load", "load_state", "save", "loads",
-           "loads_state", "dumps", "parse", "check_target", "new_session", "safe_path", "list_sessions",
+__all__ = ["FORMAT", "VERSION", "READS", "Session", "State", "KernelSchedule", "replay", "load", "load_state", "save",
+           "loads", "loads_state", "dumps", "parse", "check_target", "new_session", "safe_path", "list_sessions",
            "write_atomic"]
 
 FORMAT = "alt-workbench-session"
-VERSION = 1
+VERSION = 2
+#: the versions read: 1 has no pins (migrated on read: its kernels are pinned at its next save)
+READS = (1, 2)
 MAX_SESSION_MB = 5  # a larger file is refused; .streamlit/config.toml's maxUploadSize matches (MiB, as Streamlit)
 _CPU = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
@@ -51,17 +57,23 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
 @dataclass(frozen=True)
 class Session:
-    """The model, the target and the steps (with the steps undone, for redo)."""
+    """The model, the target and the steps (with the steps undone, for redo), and the schedules
+    the policy gave the kernels the steps leave unscheduled, pinned when it was saved."""
 
     name: str
     target: dict = field(default_factory=lambda: dict(DEFAULT_TARGET))
     model: dict = field(default_factory=lambda: {"zoo": zoo.DEFAULT_MODEL})
     steps: tuple[Step, ...] = ()
     redo_stack: tuple[Step, ...] = ()
+    pins: tuple[Pin, ...] = ()
 
     def to_json(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "name": self.name, "target": self.target,
-                "model": self.model, "actions": [s.to_json() for s in self.steps]}
+                "model": self.model, "actions": [s.to_json() for s in self.steps],
+                "pinned": [p.to_json() for p in self.pins]}
+
+    def pin(self, kernel: str) -> Pin | None:
+        return next((p for p in self.pins if p.kernel == kernel), None)
 
     def key(self) -> str:
         """A content hash: caches keyed on it rebuild only what changed."""
@@ -87,20 +99,6 @@ def new_session(model: str | Mapping = zoo.DEFAULT_MODEL, name: str | None = Non
 
 
 @dataclass(frozen=True)
-class KernelSchedule:
-    """Which schedule a kernel gets: ``tuned`` (a trace), ``loop steps`` (the session's, after
-    ``trace`` when they edit a tuned kernel), ``conversion`` (a stand-alone conversion's analytic
-    loop steps) or ``default`` (none)."""
-
-    kind: str
-    steps: tuple[Step, ...] = ()
-    trace: Any = None
-
-
-_DEFAULT = KernelSchedule("default")
-
-
-@dataclass(frozen=True)
 class State:
     """What a session's steps amount to: the layouts, and each kernel's schedule.
 
@@ -112,7 +110,7 @@ class State:
     book: LayoutBook = field(default_factory=LayoutBook)
     schedules: Mapping[str, KernelSchedule] = field(default_factory=dict)
     _funcs: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> PrimFunc
-    _conversions: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> KernelSchedule
+    _chosen: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> the policy's schedule
 
     @staticmethod
     def of(session: Session) -> State:
@@ -146,17 +144,15 @@ class State:
         return new._replace(session=replace(new.session, redo_stack=stack[1:]))
 
     def with_expert_schedule(self, kernel: str) -> State:
-        """This state with the kernel's expert schedule (``workbench.engine.expert``) pushed as
+        """This state with the kernel's expert schedule (``policy.expert_schedule``) pushed as
         ordinary loop steps; refused when the kernel already has a schedule (it is derived from
-        the unscheduled kernel)."""
-        from .expert import expert_steps
-
+        the unscheduled kernel). A kernel without a complex op gets its analytic schedule."""
         kernel = self._kernel(kernel)
         if (kind := self.schedule(kernel).kind) != "default":
             raise SessionError(f"kernel {kernel} already has a schedule ({kind}): undo it first, the expert "
                                "schedule starts from the unscheduled kernel")
         try:
-            steps = expert_steps(self.program.funcs[kernel], kernel, self.session.target)
+            steps = expert_schedule(self.program, kernel, self.session.target).steps
         except WorkbenchError as e:
             raise SessionError(f"no expert schedule for kernel {kernel}: {e}") from None
         state = self
@@ -214,7 +210,7 @@ class State:
         """This state under new layouts. A kernel the layouts change loses its schedule (a trace
         finds its blocks and loops by the kernel's structure); one they leave as it was keeps it:
         in a network, an op's layout changes its neighbours' kernels only, not every tuned one."""
-        new = self._replace(book=book, schedules={}, _funcs={}, _conversions={})
+        new = self._replace(book=book, schedules={}, _funcs={}, _chosen={})
         if not self.schedules:
             return new
         before, after = self.program.funcs, new.program.funcs
@@ -240,26 +236,19 @@ class State:
         return make_program(self.graph, self.book)
 
     def schedule(self, kernel: str) -> KernelSchedule:
-        """The one place that decides which schedule a kernel gets: the session's (loop steps or
-        a tuned trace); else, for a stand-alone layout conversion, its analytic schedule
-        (``expert.convert``: parallel, vectorized along the destination, cache-tiled); else none."""
-        if kernel in self.schedules:
-            return self.schedules[kernel]
-        if kernel not in self._conversions:
-            steps = default_steps(self.program, kernel, self.session.target)
-            self._conversions[kernel] = _DEFAULT if steps is None else KernelSchedule("conversion", tuple(steps))
-        return self._conversions[kernel]
+        """The kernel's schedule, as ``policy.choose`` gives it: the session's own (loop steps
+        or a tuned trace), else the session's pin of it, else the policy's present choice."""
+        own = self.schedules.get(kernel)
+        if own is None and kernel in self._chosen:
+            return self._chosen[kernel]
+        sched = choose(self.program, kernel, self.session.target, own=own, pinned=self.session.pin(kernel))
+        if own is None:
+            self._chosen[kernel] = sched
+        return sched
 
     def scheduled_schedule(self, kernel: str):
         """The kernel's ``tvm.s_tir.Schedule`` after its schedule (a new one each call)."""
-        from .loops import apply_steps, apply_trace_json, empty_schedule
-
-        func, sched = self.program.funcs[kernel], self.schedule(kernel)
-        if sched.kind == "tuned":
-            return apply_trace_json(func, sched.trace)
-        if sched.kind in ("loop steps", "conversion"):
-            return apply_steps(func if sched.trace is None else apply_trace_json(func, sched.trace), sched.steps)
-        return empty_schedule(func)
+        return self.schedule(kernel).apply(self.program.funcs[kernel])
 
     def scheduled(self, kernel: str):
         """The kernel's PrimFunc after its schedule (memoized: pages and replay ask often)."""
@@ -272,6 +261,13 @@ class State:
     def scheduled_program(self) -> Program:
         return self.program.with_funcs({k: self.scheduled(k) for k in self.program.funcs
                                          if self.schedule(k).kind != "default"})
+
+    def pinned(self) -> State:
+        """This state with every kernel its steps leave unscheduled pinned to its present schedule
+        (the session's pins, as a saved file holds them)."""
+        pins = tuple(Pin(k, fingerprint(self.program.funcs[k], self.session.target), self.schedule(k))
+                     for k in self.program.funcs if k not in self.schedules)
+        return self._replace(session=replace(self.session, pins=pins))
 
 
 def _layout(graph: Graph, book: LayoutBook, step: Step, fresh: bool = False) -> LayoutBook:
@@ -325,8 +321,10 @@ def parse(text: str) -> Session:
         raise SessionError("a session file is a JSON object")
     if d.get("format") != FORMAT:
         raise SessionError(f'field "format" must be "{FORMAT}", got {d.get("format")!r}')
-    if d.get("version") != VERSION:
-        raise SessionError(f'field "version": unsupported version {d.get("version")!r} (this workbench reads {VERSION})')
+    version = d.get("version")
+    if type(version) is not int or version not in READS:
+        raise SessionError(f'field "version": unsupported version {version!r} (this workbench reads '
+                           f'{", ".join(map(str, READS))})')
     for f, typ in (("name", str), ("target", dict), ("model", dict), ("actions", list)):
         if not isinstance(d.get(f), typ):
             raise SessionError(f'field "{f}" must be a {typ.__name__}, got {type(d.get(f)).__name__}')
@@ -334,12 +332,24 @@ def parse(text: str) -> Session:
         raise SessionError(f'field "name": {d["name"]!r} is not a valid session name (letters, digits, _ . -)')
     check_target(d["target"])
     steps = tuple(Step.from_json(a, i) for i, a in enumerate(d["actions"]))
-    return Session(d["name"], d["target"], d["model"], steps)
+    pinned = d.get("pinned", []) if version > 1 else []  # version 1 pinned nothing
+    if not isinstance(pinned, list):
+        raise SessionError(f'field "pinned" must be a list, got {type(pinned).__name__}')
+    return Session(d["name"], d["target"], d["model"], steps, pins=tuple(Pin.from_json(p, i)
+                                                                         for i, p in enumerate(pinned)))
 
 
 def loads_state(text: str) -> State:
-    """Parse and validate a session file (structure, then one replay): the replayed state."""
-    return replay(parse(text))
+    """Parse and validate a session file (structure, then one replay, then its pins that hold
+    applied): the replayed state."""
+    state = replay(parse(text))
+    for i, pin in enumerate(state.session.pins):
+        if pin.kernel in state.program.funcs and state.schedule(pin.kernel) is pin.schedule:
+            try:
+                state.scheduled(pin.kernel)
+            except WorkbenchError as e:
+                raise SessionError(f'field "pinned": entry {i} ({pin.kernel}): {e}') from None
+    return state
 
 
 def loads(text: str) -> Session:
@@ -347,8 +357,11 @@ def loads(text: str) -> Session:
     return loads_state(text).session
 
 
-def dumps(session: Session) -> str:
-    return json.dumps(session.to_json(), indent=1) + "\n"
+def dumps(session: Session | State) -> str:
+    """The session file's text, every kernel's schedule pinned (``State.pinned``; a ``Session``
+    is replayed for it)."""
+    state = session if isinstance(session, State) else replay(session)
+    return json.dumps(state.pinned().session.to_json(), indent=1) + "\n"
 
 
 def _read(path: str | os.PathLike) -> str:
@@ -378,6 +391,6 @@ def safe_path(folder: str | os.PathLike, name: str) -> Path:
     return Path(folder) / f"{name}.json"
 
 
-def save(session: Session, path: str | os.PathLike) -> Path:
-    """Write the session file atomically (``write_atomic``)."""
+def save(session: Session | State, path: str | os.PathLike) -> Path:
+    """Write the session file (``dumps``) atomically (``write_atomic``)."""
     return write_atomic(path, dumps(session))

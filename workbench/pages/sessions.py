@@ -34,15 +34,16 @@ with save_col:
     name = st.text_input("Session name", key="save_name")
     if st.button("Save", icon=":material/save:", key="save", type="primary"):
         with _state.attempt():
-            path = save(state.renamed(name).session, safe_path(_state.SESSIONS_DIR, name))
-            _state.open_session(state.renamed(name))
+            pinned = state.renamed(name).pinned()  # as the file holds it: every kernel's schedule pinned
+            path = save(pinned, safe_path(_state.SESSIONS_DIR, name))
+            _state.open_session(pinned)
             _state.mark_saved()
             st.session_state.saved = {"session": _state.session().key(), "path": str(path)}
     if _state.current_revision(saved := st.session_state.get("saved")):
         st.success(f"saved to {saved['path']}")
     elif _state.unsaved():
         st.caption(f"{plural(_state.unsaved(), 'action')} not saved to a file yet (the tab autosaves them for a reload).")
-    st.download_button("Download session JSON", dumps(session), file_name=f"{session.name}.json",
+    st.download_button("Download session JSON", dumps(state), file_name=f"{session.name}.json",
                        mime="application/json", key="download")
 
 with open_col:

@@ -133,6 +133,6 @@ def test_a_schedule_with_wrong_results_is_not_used_and_the_next_one_is(tmp_path)
         return s
 
     with pytest.warns(TuneWarning, match=f"kernel {kernel}: the tuned schedule gives wrong results \\(output 0 differs"):
-        chosen = _first_correct(state, "conv1", [("tuned schedule", bad), ("expert schedule", _expert("conv1"))])
+        chosen = _first_correct(state, "conv1", {"expert": _expert("conv1"), "tuned": bad})  # tuned first
     assert chosen.session.steps == good.session.steps
     assert chosen.scheduled_program().build().verify().ok

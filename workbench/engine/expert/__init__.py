@@ -26,9 +26,8 @@ _L1_DEFAULT = 32 * 1024
 def expert_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
     """The expert schedule of an unscheduled kernel for ``target``, as loop steps.
 
-    A kernel with a complex op (a block with a reduction) gets the register-blocked template
-    of ``tiling``; a layout-conversion kernel gets ``convert.conversion_steps`` when that module
-    is there.
+    The register-blocked template of ``tiling``, for a kernel with a complex op (a block with a
+    reduction); which kernels take it is ``policy``'s choice (``policy.analytic_steps``).
 
     Parameters
     ----------
@@ -47,7 +46,7 @@ def expert_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step
     Raises
     ------
     LoopError
-        When the kernel has no complex op (and no conversion schedule applies).
+        When the kernel has no complex op.
 
     Examples
     --------
@@ -58,11 +57,7 @@ def expert_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step
     decompose_reduction(block='C', loop='k')
     """
     if main_block(func) is None:
-        try:
-            from .convert import conversion_steps
-        except ImportError:
-            raise LoopError(f"kernel {kernel!r} has no complex op (no block with a reduction): expert schedules "
-                            "cover convolutions and matmuls") from None
-        return conversion_steps(func, kernel, target)
+        raise LoopError(f"kernel {kernel!r} has no complex op (no block with a reduction): expert schedules "
+                        "cover convolutions and matmuls")
     l1 = cache_info()[0].get("L1d", _L1_DEFAULT)
     return tile_steps(func, kernel, vector_unit(target), l1, target_cores(target))

@@ -1,5 +1,6 @@
-"""How a tuning result reaches a session: a list of *attempts* (what it is, how to push it), the
-first that TVM accepts and that computes what the unscheduled kernel does is kept.
+"""How a tuning result reaches a session: *attempts* by schedule kind (how to push each), tried
+in the schedule policy's order (``policy.KINDS``); the first that TVM accepts and that computes
+what the unscheduled kernel does is kept.
 
 MetaSchedule measures candidates without checking their output, and a kernel that forgets part
 of it looks fast: so every attempt is checked (``agreement``) before it is kept.
@@ -8,20 +9,20 @@ of it looks fast: so every attempt is checked (``agreement``) before it is kept.
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Sequence
+from typing import Callable, Mapping
 
 import tvm_ffi
 
 from ..agreement import disagreement
 from ..errors import TuneWarning, WorkbenchError
-from ..expert.simple import simple_steps
+from ..policy import in_order
 from ..session import State
 
-__all__ = ["Attempt", "first_correct", "expert_attempt", "layout_attempt", "simple_attempt", "same_kernel",
-           "complex_kernels", "equal_groups"]
+__all__ = ["Attempt", "first_correct", "expert_attempt", "layout_attempt", "same_kernel", "complex_kernels",
+           "equal_groups"]
 
-#: what an attempt is (for a warning), and how to apply it
-Attempt = tuple[str, Callable[[State], State]]
+#: how to push one kind of schedule (``first_correct`` takes them by kind)
+Attempt = Callable[[State], State]
 
 
 def same_kernel(a: object, b: object) -> bool:
@@ -55,11 +56,11 @@ def _disagreement(state: State, kernel: str) -> str | None:
     return disagreement(state.program.funcs[kernel], state.scheduled(kernel), len(k.outputs), state.session.target)
 
 
-def first_correct(state: State, op: str, tries: Sequence[Attempt]) -> State:
-    """The first of ``tries`` that TVM accepts and after which the kernel ``op`` (or the one
-    holding op ``op``) computes what its unscheduled kernel does; ``state`` when none does. A
-    wrong one is skipped with a warning."""
-    for what, attempt in tries:
+def first_correct(state: State, op: str, tries: Mapping[str, Attempt]) -> State:
+    """The first of ``tries`` (schedule kind -> attempt), in the policy's order, that TVM accepts
+    and after which the kernel ``op`` (or the one holding op ``op``) computes what its
+    unscheduled kernel does; ``state`` when none does. A wrong one is skipped with a warning."""
+    for kind, attempt in in_order(tries):
         try:
             new = attempt(state)
         except WorkbenchError:
@@ -67,12 +68,14 @@ def first_correct(state: State, op: str, tries: Sequence[Attempt]) -> State:
         kernel = op if op in new.program.funcs else new.home_kernel(op)
         if (why := _disagreement(new, kernel)) is None:
             return new
-        warnings.warn(f"kernel {kernel}: the {what} gives wrong results ({why}); not used", TuneWarning, stacklevel=2)
+        warnings.warn(f"kernel {kernel}: the {kind} schedule gives wrong results ({why}); not used", TuneWarning,
+                      stacklevel=2)
     return state
 
 
 def expert_attempt(op: str, layout: object | None = None) -> Callable[[State], State]:
-    """Push ``layout``'s step (a ``joint.Candidate``, if any), then the expert schedule of ``op``'s kernel."""
+    """Push ``layout``'s step (a ``joint.Candidate``, if any), then the expert schedule of ``op``'s
+    kernel (``State.with_expert_schedule``: the analytic one for a kernel without a complex op)."""
     def attempt(state: State) -> State:
         step = layout.step(op) if layout else None
         laid = state.push(step) if step else state
@@ -83,12 +86,3 @@ def expert_attempt(op: str, layout: object | None = None) -> Callable[[State], S
 def layout_attempt(op: str, layout: object) -> Callable[[State], State]:
     """Push ``layout``'s step alone (the kernel keeps TVM's default schedule)."""
     return lambda state: state.push(step) if (step := layout.step(op)) else state
-
-
-def simple_attempt(kernel: str) -> Callable[[State], State]:
-    """Push the analytic schedule of a kernel without a complex op (``expert.simple``)."""
-    def attempt(state: State) -> State:
-        for step in simple_steps(state.program.funcs[kernel], kernel, state.session.target):
-            state = state.push(step)
-        return state
-    return attempt

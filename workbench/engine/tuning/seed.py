@@ -1,6 +1,6 @@
 """The expert schedule as a tuning's first measurement (issue #11, seeding).
 
-Before MetaSchedule searches a kernel, its expert schedule (``expert.expert_steps``) is built,
+Before MetaSchedule searches a kernel, its expert schedule (``policy.analytic_steps``) is built,
 timed by the same builder and runner as every candidate and committed to the stage's database
 as an ordinary tuning record. So the seed
 
@@ -19,8 +19,8 @@ import tvm
 import tvm.s_tir.meta_schedule as ms
 
 from ..errors import WorkbenchError
-from ..expert import expert_steps
 from ..loops import apply_steps, apply_trace_json
+from ..policy import analytic_steps
 from .progress import ProgressWriter
 from .records import TuneTask
 
@@ -32,7 +32,7 @@ def measure_seed(task: TuneTask, target: Mapping, tgt: tvm.target.Target, db: ms
     """Measure ``task``'s expert schedule and commit it to ``db`` (a failed build or run is
     committed as failed, like any candidate); False when the kernel has no expert schedule."""
     try:
-        sch = apply_steps(task.func, expert_steps(task.func, task.name, target))
+        sch = apply_steps(task.func, analytic_steps(task.func, task.name, target))
     except WorkbenchError:  # no template fits this kernel: the search starts unseeded
         return False
     _measure(task, sch, tgt, db, builder, runner, callback)

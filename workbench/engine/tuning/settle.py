@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from ..loops import list_blocks
 from ..session import State
 from ..step import Step
-from .apply import complex_kernels, equal_groups, expert_attempt, first_correct, same_kernel, simple_attempt
+from .apply import complex_kernels, equal_groups, expert_attempt, first_correct, same_kernel
 from .loop import tune_loops
 from .options import TuneOptions
 from .records import TuneTask, renamed_trace
@@ -55,12 +55,12 @@ def settle(state: State, measured: Mapping[str, Any], traces: Mapping[str, Any],
         res = results[group[0]]
         first_blocks = list_blocks(prog.funcs[group[0]])
         for k in group:
-            tries = [("expert schedule", expert_attempt(k))]
+            tries = {"expert": expert_attempt(k)}
             if res.best_ms is not None:
                 blocks = dict(zip(first_blocks, list_blocks(prog.funcs[k])))
                 step = Step.make("tuned", k, "tuned", stage=SETTLE_STAGE, trace=renamed_trace(res.trace, blocks),
                                  latency_ms=res.best_ms, measurements=res.measurements if k == group[0] else 0)
-                tries.insert(0, ("settled schedule", lambda s, step=step: s.push(step)))
+                tries["tuned"] = lambda s, step=step: s.push(step)
             state = first_correct(state, k, tries)  # a kernel on loop steps already keeps them
     return state, todo
 
@@ -71,5 +71,5 @@ def schedule_the_rest(state: State) -> State:
     50-100x slower."""
     for k in state.program.plan.kernels:
         if k.ops and state.schedule(k.name).kind == "default" and state.graph.node(k.head).kind != "complex":
-            state = first_correct(state, k.head, [("analytic schedule", simple_attempt(k.name))])
+            state = first_correct(state, k.head, {"expert": expert_attempt(k.head)})
     return state

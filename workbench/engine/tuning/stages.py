@@ -88,11 +88,11 @@ def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()
 
 
 def _take_result(state: State, res: JointResult) -> State:
-    """The joint stage's result for its op: its tuned step, else (wrong results) its layout on
-    the expert schedule, else its layout alone."""
-    return first_correct(state, res.op, [("tuned schedule", lambda s: s.push(res.step())),
-                                          ("expert schedule", expert_attempt(res.op, res.best)),
-                                          ("default schedule", layout_attempt(res.op, res.best))])
+    """The joint stage's result for its op, in the policy's order: its tuned step, else (wrong
+    results) its layout on the expert schedule, else its layout alone."""
+    return first_correct(state, res.op, {"tuned": lambda s: s.push(res.step()),
+                                         "expert": expert_attempt(res.op, res.best),
+                                         "default": layout_attempt(res.op, res.best)})
 
 
 def _take_twin(state: State, res: JointResult, twin: str) -> State:
@@ -107,9 +107,8 @@ def _take_twin(state: State, res: JointResult, twin: str) -> State:
         mine, theirs = (list_blocks(laid.program.funcs[laid.home_kernel(op)]) for op in (res.op, twin))
         return s.push(res.step(twin, dict(zip(mine, theirs)) if len(mine) == len(theirs) else {}))
 
-    return first_correct(state, twin, [("tuned schedule", tuned),
-                                        ("expert schedule", expert_attempt(twin, res.best)),
-                                        ("default schedule", layout_attempt(twin, res.best))])
+    return first_correct(state, twin, {"tuned": tuned, "expert": expert_attempt(twin, res.best),
+                                       "default": layout_attempt(twin, res.best)})
 
 
 @dataclass(frozen=True)
@@ -213,7 +212,7 @@ def _expert_network(state: State) -> State:
     heads = {k.name: k.head for k in state.program.plan.kernels}
     for k in complex_kernels(state):
         if state.schedule(k).kind == "default":
-            state = first_correct(state, k, [("expert schedule", expert_attempt(heads[k]))])
+            state = first_correct(state, k, {"expert": expert_attempt(heads[k])})
     return schedule_the_rest(state)
 
 
@@ -252,7 +251,7 @@ def _loop(state: State, budget: int, work_dir: Path, options: TuneOptions, measu
         if r.best_ms is not None:
             step = Step.make("tuned", name, "tuned", stage="loop", trace=r.trace, latency_ms=r.best_ms,
                              measurements=r.measurements)
-            state = first_correct(state, name, [("tuned schedule", lambda s, step=step: s.push(step))])
+            state = first_correct(state, name, {"tuned": lambda s, step=step: s.push(step)})
     return state
 
 
