@@ -486,12 +486,15 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("ceilings", help="measure and print this machine's compute and bandwidth ceilings")
     c.add_argument("--target")
     c.set_defaults(fn=cmd_ceilings)
-    i = sub.add_parser("import", help="import an ONNX / torch.export model (or a Python factory) into a session",
-                       description="Import MODEL (a .onnx or .pt2 file, or package.module:function returning a "
-                                   "torch.nn.Module, exported to OUT.pt2 beside the session) and write a session "
+    i = sub.add_parser("import", help="import an ONNX / torch.export model, expression ops (.expr) or a Python "
+                                      "factory into a session",
+                       description="Import MODEL (a .onnx or .pt2 file; a .expr file of expression ops, one "
+                                   "`NAME: out[i, ...] = ...` or `input NAME[D1, ...]` per line; or package.module:"
+                                   "function returning a torch.nn.Module, exported to OUT.pt2 beside the session) "
+                                   "and write a session "
                                    "on it. The session pins the file by its SHA-256: replaying it after the file "
                                    "changed is refused. Exit status 2 when the model cannot be imported.")
-    i.add_argument("model", help="a .onnx or .pt2 file, or package.module:function")
+    i.add_argument("model", help="a .onnx, .pt2 or .expr file, or package.module:function")
     i.add_argument("--out", metavar="SESSION.json", required=True, help="the session file to write")
     i.add_argument("--input", action="append", metavar="NAME=D1,D2,...",
                    help="an input's static shape, e.g. data=1,3,224,224 (needed for dynamic dims; repeatable)")
