@@ -4,7 +4,8 @@ primitive calls torch.export and ONNX hand them over as.
 RMSNorm is power (or x * x), mean, add eps, rsqrt (or 1 / sqrt) and two multiplies; rotary
 embedding two slices, a negation, a concat, two multiplies by constant tables and an add;
 grouped-query attention the K/V heads repeated (expand_dims, broadcast_to, reshape), two batched
-matmuls, a scale, an additive causal mask and a softmax; SiLU x * sigmoid(x), and the gated
+matmuls, a scale, an additive causal mask and a softmax (found where it has grouped heads or the
+mask: plain multi-head attention maps call by call); SiLU x * sigmoid(x), and the gated
 product silu(gate) * up. ``find_fused`` names each chain by the binding at its end. The data
 movement inside a chain (the head repeat, the transpose of K, the rotate-half) is checked by
 running it on probe data (``fold.FOLD``), not call by call, so any sequence of reshapes and
@@ -296,8 +297,8 @@ def _attention(m: _Matcher, e: Any) -> Fused | None:
 
     k = m.source(qk.args[1], lambda p: np.swapaxes(repeat(p), -1, -2), kv_fits)
     v = m.source(out.args[1], repeat, kv_fits)
-    if k is None or v is None or _shape(k) != _shape(v):
-        return None
+    if k is None or v is None or _shape(k) != _shape(v) or (mask is None and _shape(k)[-3] == heads):
+        return None  # plain multi-head attention stays batched GMMs and a softmax (as BERT's)
     causal = False
     if mask is not None:
         allowed = np.tril(np.ones(st, bool), st[1] - st[0])
