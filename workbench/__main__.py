@@ -284,6 +284,14 @@ def cmd_bench(a: argparse.Namespace) -> int:
         bar.set_postfix_str(msg)
         bar.update(1)
 
+    if a.retime:
+        from .engine.retime import retime
+
+        bar.total = len(suite) * 2
+        rows = retime(Path(a.retime), suite, out, target, on_step=step)
+        bar.close()
+        print((out / "results.md").read_text())
+        return 0 if all(r.verified for r in rows) else 1
     if a.search_study:
         bar.total = len(suite) * 2 * a.seeds
         bench.search_study(suite, a.search_study, out, target, seeds=tuple(range(a.seeds)), on_step=step)
@@ -481,6 +489,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--search-study", type=int, metavar="BUDGET",
                    help="instead: the joint stage alone, cost-model-guided vs random search, at this budget")
     b.add_argument("--seeds", type=int, default=3, help="seeds per workload of the search study (0, 1, ...)")
+    b.add_argument("--retime", metavar="RUN", help="instead: no tuning, the kernels of the finished suite run in "
+                   "folder RUN rebuilt from its databases and timed again with every baseline, interleaved "
+                   "(for a run whose rounds a busy machine disturbed); results to --out")
     b.add_argument("--out", default=f"benchmarks/results/{time.strftime('%Y-%m-%d')}")
     b.set_defaults(fn=cmd_bench)
     c = sub.add_parser("ceilings", help="measure and print this machine's compute and bandwidth ceilings")

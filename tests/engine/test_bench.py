@@ -379,7 +379,7 @@ def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic
     graph, op = bench.workload_graph(w)
     target = dict(DEFAULT_TARGET)
     book = apply_actions(graph, LayoutBook(), preset_actions(graph, "alt_tiled", op))
-    built, ok = bench._tuned(graph, book, op, None, target)
+    built, ok = bench.tuned_build(graph, book, op, None, target)
     names = [k.name for k in built.program.plan.kernels if k.conversion is not None]
     assert ok and len(names) >= 2  # into the tiled layout and back (and the weights)
     want = scheduled_funcs(make_program(graph, book), target)  # the policy: the conversions, nothing else
@@ -393,7 +393,7 @@ def test_the_conversions_a_layout_brings_are_built_and_timed_with_their_analytic
     monkeypatch.setattr(bench, "kernel_timer", lambda b, name, values, min_ms: made.append(name) or (lambda: 1.5))
     timer = bench.conversions_timer(built, graph.random_inputs(), min_ms=6.0)
     assert sorted(made) == sorted(names) and timer() == 1.5 * len(names)
-    assert bench.conversions_timer(bench._tuned(graph, LayoutBook(), op, None, target)[0], graph.random_inputs()) is None
+    assert bench.conversions_timer(bench.tuned_build(graph, LayoutBook(), op, None, target)[0], graph.random_inputs()) is None
 
 
 def test_the_search_study_table_has_each_run_and_the_geometric_mean(tmp_path):

@@ -336,7 +336,7 @@ def conversions_timer(built: Built, values: dict[str, np.ndarray], min_ms: float
     return (lambda: sum(t() for t in timers)) if timers else None
 
 
-def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) -> tuple[Built, bool]:
+def tuned_build(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) -> tuple[Built, bool]:
     """Build the whole program as a session would (``policy``): the tuned kernel (``trace``;
     None: the op's expert schedule) and each conversion with its analytic schedule, and check it."""
     prog = make_program(graph, book)
@@ -344,6 +344,26 @@ def _tuned(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict) ->
     prog = prog.with_funcs(scheduled_funcs(prog, target, own=own, expert={op}))
     built = prog.build(target)
     return built, built.verify().ok
+
+
+def kernel_timers(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict, values: dict[str, np.ndarray],
+                  timers: dict[str, Timer], name: str) -> bool:
+    """Build ``op`` on ``trace`` under ``book``, put its timer in ``timers[name]`` (and the
+    layout's conversions in ``timers[name + "_conversions"]``); whether it verified."""
+    built, ok = tuned_build(graph, book, op, trace, target)
+    timers[name] = kernel_timer(built, op, values)
+    if (conversions := conversions_timer(built, values)) is not None:
+        timers[f"{name}_conversions"] = conversions
+    return ok
+
+
+def joint_timers(graph: Graph, book: LayoutBook, op: str, trace: Any, target: dict, values: dict[str, np.ndarray],
+                 timers: dict[str, Timer]) -> tuple[bool, int]:
+    """The joint kernel's timers (``kernel_timers``); whether it verified, and the bytes its
+    layout's conversions move."""
+    ok = kernel_timers(graph, book, op, trace, target, values, timers, "joint")
+    prog = make_program(graph, book)
+    return ok, sum(conversion_bytes(prog, k.name) for k in prog.plan.kernels if k.conversion is not None)
 
 
 def _remeasured_fields(got: Mapping[str, Remeasured], rounds: int, peak_flops: int = 0,
@@ -382,45 +402,74 @@ def run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, *
 def _run_bench(suite: list[Workload], budget: int, out_dir: Path, target: dict, search: str, seed: int, rounds: int,
                libraries: tuple[str, ...], say: Callable[[str], None], sidecar: Sidecar) -> list[BenchRow]:
     rows: list[BenchRow] = []
-    date, machine = _dt.date.today().isoformat(), machine_name()
-    threads = target_cores(target)
-    start = machine_state()
-    # the copy alone when nothing is cached: get_ceilings would start NumPy's and PyTorch's
-    # thread pools in this process, beside TVM's
-    say("this machine's copy bandwidth (cached per CPU) and its FMA kernel")
-    copy_gbs = copy_bandwidth(target)
-    peak_rt, peak_args, peak_flops = peak_call(target)
-    peak = evaluator_timer(peak_rt, "main", peak_args)
+    timing = TimingRounds.begin(target, rounds, libraries, sidecar, say)
     for w in suite:
         graph, op = workload_graph(w)
         values = graph.random_inputs()
         timers: dict[str, Timer] = {}
         tuned = _tune_all(w, graph, op, budget, out_dir, target, search, seed, values, timers, say) \
             if budget > 0 else {"verified": True}
-        built_e, ok_e = _tuned(graph, LayoutBook(), op, None, target)
+        rows.append(timing.row(w, graph, op, budget, values, timers, tuned, say))
+        timing.write(out_dir, rows)  # after each workload: a stopped run keeps what it measured
+    return rows
+
+
+@dataclass
+class TimingRounds:
+    """What the interleaved rounds of every workload of a run share: the FMA kernel (the in-run
+    peak), the libraries' sidecar and the machine's state at the start."""
+
+    target: dict
+    rounds: int
+    libraries: tuple[str, ...]
+    sidecar: Sidecar
+    peak: Timer
+    peak_flops: int
+    copy_gbs: float
+    start: Any
+    date: str
+    machine: str
+
+    @classmethod
+    def begin(cls, target: dict, rounds: int, libraries: tuple[str, ...], sidecar: Sidecar,
+              say: Callable[[str], None]) -> "TimingRounds":
+        start = machine_state()
+        # the copy alone when nothing is cached: get_ceilings would start NumPy's and PyTorch's
+        # thread pools in this process, beside TVM's
+        say("this machine's copy bandwidth (cached per CPU) and its FMA kernel")
+        copy_gbs = copy_bandwidth(target)
+        peak_rt, peak_args, peak_flops = peak_call(target)
+        return cls(target, rounds, libraries, sidecar, evaluator_timer(peak_rt, "main", peak_args), peak_flops,
+                   copy_gbs, start, _dt.date.today().isoformat(), machine_name())
+
+    def row(self, w: Workload, graph: Graph, op: str, budget: int, values: dict[str, np.ndarray],
+            timers: dict[str, Timer], tuned: dict[str, Any], say: Callable[[str], None]) -> BenchRow:
+        """The workload's row: the tuners' kernels in ``timers``, the expert schedule, the FMA
+        kernel and the libraries timed interleaved; ``tuned``: the row's tuning fields."""
+        built_e, ok_e = tuned_build(graph, LayoutBook(), op, None, self.target)
         timers["expert"] = kernel_timer(built_e, op, values)
-        timers["peak"] = peak
-        say(f"{w.name}: the libraries ({', '.join(LABELS[k] for k in libraries)}), then every contender again, "
-            f"interleaved, {rounds} rounds")  # one step: the command line's progress bar counts them
-        lib, missing = library_timers(sidecar, w, threads, libraries)
+        timers["peak"] = self.peak
+        say(f"{w.name}: the libraries ({', '.join(LABELS[k] for k in self.libraries)}), then every contender "
+            f"again, interleaved, {self.rounds} rounds")  # one step: the command line's progress bar counts them
+        lib, missing = library_timers(self.sidecar, w, target_cores(self.target), self.libraries)
         timers.update(lib)
         before = machine_state()
-        got = remeasure(timers, rounds)
+        got = remeasure(timers, self.rounds)
         steal = steal_pct(before, machine_state())
-        fields = _remeasured_fields(got, rounds, peak_flops, {k: str(getattr(t, "label", "")) for k, t in lib.items()},
-                                    missing)
+        fields = _remeasured_fields(got, self.rounds, self.peak_flops,
+                                    {k: str(getattr(t, "label", "")) for k, t in lib.items()}, missing)
         moved = tuned.pop("joint_conversion_bytes", 0)
         if budget > 0 and "joint_conversions" not in timers:
             fields["joint_conversions_ms"] = 0.0  # the joint layout converts nothing
         if moved and fields["joint_conversions_ms"]:
             gbs = moved / (fields["joint_conversions_ms"] * 1e6)
-            fields.update(joint_conversions_gbs=gbs, joint_conversions_pct_copy=100 * gbs / copy_gbs)
-        rows.append(BenchRow(w.name, w.op, budget, **{**tuned, "verified": bool(tuned["verified"] and ok_e)},
-                             date=date, machine=machine, flops=int(graph.flops(op)), steal_pct=steal, **fields))
-        # after each workload: a stopped run keeps what it measured
-        state = _write_machine(out_dir, start, rows, target, copy_gbs)
-        write_results(rows, out_dir, state)
-    return rows
+            fields.update(joint_conversions_gbs=gbs, joint_conversions_pct_copy=100 * gbs / self.copy_gbs)
+        return BenchRow(w.name, w.op, budget, **{**tuned, "verified": bool(tuned["verified"] and ok_e)},
+                        date=self.date, machine=self.machine, flops=int(graph.flops(op)), steal_pct=steal, **fields)
+
+    def write(self, out_dir: Path, rows: list[BenchRow]) -> None:
+        """``results.csv``, ``results.md`` and ``machine.json`` for the rows so far."""
+        write_results(rows, out_dir, _write_machine(out_dir, self.start, rows, self.target, self.copy_gbs))
 
 
 def _write_machine(out_dir: Path, start: Any, rows: list[BenchRow], target: dict, copy_gbs: float) -> dict[str, Any]:
@@ -444,9 +493,7 @@ def _loop_only(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, t
                                  seed=seed, isolated=False, **options), stage="loop")[op]
     if res.best_ms is None:
         return False, None
-    built, ok = _tuned(graph, LayoutBook(), op, res.trace, target)
-    timers[tuner] = kernel_timer(built, op, values)
-    return ok, res.best_ms
+    return kernel_timers(graph, LayoutBook(), op, res.trace, target, values, timers, tuner), res.best_ms
 
 
 def _tune_all(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, target: dict, search: str, seed: int,
@@ -465,12 +512,7 @@ def _tune_all(w: Workload, graph: Graph, op: str, budget: int, out_dir: Path, ta
                     TuneOptions(progress_path=out_dir / "progress" / f"{w.name}_joint.jsonl", seed=seed, search=search))
     per_measurement = (time.perf_counter() - started) / max(jr.measurements, 1)
     book = apply_actions(graph, LayoutBook(), jr.best.actions(graph, op))
-    built_b, ok_b = _tuned(graph, book, op, jr.trace, target)
-    timers["joint"] = kernel_timer(built_b, op, values)
-    if (conversions := conversions_timer(built_b, values)) is not None:
-        timers["joint_conversions"] = conversions
-    moved = sum(conversion_bytes(built_b.program, k.name) for k in built_b.program.plan.kernels
-                if k.conversion is not None)
+    ok_b, moved = joint_timers(graph, book, op, jr.trace, target, values, timers)
     return dict(joint_layout=jr.best.label, joint_conversion_bytes=moved, verified=ok_l and ok_m and ok_b,
                 joint_s_per_measurement=per_measurement, loop_only_tuning_ms=loop_tuning,
                 metaschedule_tuning_ms=ms_tuning, joint_tuning_ms=jr.best_ms)
