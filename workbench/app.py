@@ -54,11 +54,14 @@ def serve(args: list[str]) -> None:
 if __name__ == "__main__" and not st.runtime.exists():  # run by python, not by streamlit
     serve(sys.argv[1:])
 
-from workbench.engine import zoo  # noqa: E402
-from workbench.engine.targets import cpu_name, resolve_target  # noqa: E402
-from workbench.engine.words import plural  # noqa: E402
-from workbench.pages import _state  # noqa: E402
 
+def _plotly_chunk() -> str:
+    """The file name of Streamlit's Plotly chart module (hashed per release), "" if none is found."""
+    return next((p.name for p in (Path(st.__file__).parent / "static" / "static" / "js").glob("PlotlyChart.*.js")), "")
+
+
+# Page config and the page's script first: on a fresh server this run then waits for the engine's
+# import (warm_up holds it), and the browser meanwhile fetches and evaluates Plotly (below).
 st.set_page_config(page_title="ALT Workbench", page_icon=":material/grid_view:", layout="wide")
 # Narrow windows (a laptop with the sidebar open): side-by-side panes stack instead of squeezing
 # loop nests to 30 characters a line, and table cells wrap. The sidebar starts collapsed at
@@ -76,6 +79,10 @@ st.html("""<style>
 <script>
 (() => {
   if (window.altSidebarFit) return;
+  // Streamlit loads Plotly (4.7 MB) only when a chart arrives, then takes 1-2 s to evaluate it:
+  // start now, while the server runs the page, so the graph's chart draws as soon as it comes
+  const chunk = "PLOTLY_CHUNK", main = document.querySelector('script[src*="/static/js/index."]');
+  if (chunk && main) import(main.src.replace(/index\\.[^/]+\\.js$/, chunk)).catch(() => {});
   const stored = () => Object.keys(localStorage).filter(k => k.startsWith("stSidebarCollapsed-"));
   let auto = stored().length === 0;
   window.altSidebarFit = () => {
@@ -102,7 +109,13 @@ st.html("""<style>
                                                                              attributeFilter: ["data-collapsed"]});
   window.altSidebarFit();
 })();
-</script>""", unsafe_allow_javascript=True)
+</script>""".replace("PLOTLY_CHUNK", _plotly_chunk()), unsafe_allow_javascript=True)
+
+from workbench.engine import zoo  # noqa: E402
+from workbench.engine.targets import cpu_name, resolve_target  # noqa: E402
+from workbench.engine.words import plural  # noqa: E402
+from workbench.pages import _state  # noqa: E402
+
 _state.init()
 _state.keep_url()
 
