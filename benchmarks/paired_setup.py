@@ -16,7 +16,7 @@ from types import ModuleType
 
 
 def old_module(module: str, rev: str = "HEAD") -> ModuleType:
-    """Module ``module`` (``workbench.engine.expert.convert``) as it was at ``rev`` (git), as a
+    """Module ``module`` (``workbench.engine.schedules.conversion.steps``) as it was at ``rev`` (git), as a
     module of its own beside the working tree's."""
     source = subprocess.check_output(["git", "show", f"{rev}:{module.replace('.', '/')}.py"], text=True)
     path = Path(tempfile.mkdtemp()) / f"{module.rsplit('.', 1)[-1]}_old.py"
@@ -29,8 +29,8 @@ def old_module(module: str, rev: str = "HEAD") -> ModuleType:
 
 
 def old_convert(rev: str = "HEAD") -> ModuleType:
-    """``workbench.engine.expert.convert`` as it was at ``rev``."""
-    return old_module("workbench.engine.expert.convert", rev)
+    """``workbench.engine.schedules.conversion.steps`` as it was at ``rev``."""
+    return old_module("workbench.engine.schedules.conversion.steps", rev)
 
 
 def target_and_args(argv: list[str]) -> tuple[dict, list[str]]:
@@ -52,11 +52,11 @@ def timed_in_turn(raw, variants: dict, target: dict, rounds: int, copy: bool = F
 
     import numpy as np
 
-    from workbench.engine.bench import call_timer
-    from workbench.engine.ceilings import stream_copy
-    from workbench.engine.convbench import _compile, _random_args
-    from workbench.engine.interleave import interleaved_samples
-    from workbench.engine.loops import apply_steps
+    from workbench.bench.suite import call_timer
+    from workbench.engine.measure.ceilings import stream_copy
+    from workbench.bench.conversions import _compile, _random_args
+    from workbench.engine.base.interleave import interleaved_samples
+    from workbench.engine.loops.primitives import apply_steps
 
     rng = np.random.default_rng(0)
     want = _random_args(raw, rng)
@@ -88,7 +88,7 @@ BEFORE_STACK = "before_stack"
 def _register_before_stack() -> None:
     import tvm
 
-    from workbench.engine import codegen as cg
+    from workbench.engine.build import codegen as cg
 
     passes = tuple(p for p in cg.PASSES if p is not cg.SmallBuffersOnStack)
     tvm.tirx.register_tir_pipeline(BEFORE_STACK, cg.pipeline_of(passes))
@@ -98,8 +98,8 @@ def stack_moves(func, target: dict) -> bool:
     """Whether ``SmallBuffersOnStack`` moves a buffer of ``func`` (registers ``BEFORE_STACK``)."""
     import tvm
 
-    from workbench.engine import codegen as cg
-    from workbench.engine.targets import target_from
+    from workbench.engine.build import codegen as cg
+    from workbench.engine.build.targets import target_from
 
     _register_before_stack()
     tgt = target_from(target)
@@ -114,10 +114,10 @@ def stack_timers(func, target: dict, rng) -> dict:
     import numpy as np
     import tvm
 
-    from workbench.engine import codegen as cg
-    from workbench.engine.bench import call_timer
-    from workbench.engine.convbench import _random_args
-    from workbench.engine.targets import target_from
+    from workbench.engine.build import codegen as cg
+    from workbench.bench.suite import call_timer
+    from workbench.bench.conversions import _random_args
+    from workbench.engine.build.targets import target_from
 
     _register_before_stack()
     a0, timers, outs = _random_args(func, rng), {}, {}
@@ -134,11 +134,11 @@ def stack_timers(func, target: dict, rng) -> dict:
 def _suite_conversions(target: dict) -> list[tuple[str, str, object]]:
     """(name, kernel, unscheduled PrimFunc) of every conversion of the suite's workloads x presets,
     batch 1."""
-    from workbench.engine.bench import load_suite, workload_graph
-    from workbench.engine.book import LayoutBook
-    from workbench.engine.keys import apply_actions
-    from workbench.engine.presets import preset_actions
-    from workbench.engine.program import make_program
+    from workbench.bench.suite import load_suite, workload_graph
+    from workbench.engine.layout.book import LayoutBook
+    from workbench.engine.layout.keys import apply_actions
+    from workbench.engine.layout.presets import preset_actions
+    from workbench.engine.build.program import make_program
 
     funcs = []
     for w in load_suite("benchmarks/suite.json"):
@@ -159,9 +159,9 @@ def paired_conversions(rev: str, argv: list[str]) -> None:
     x presets (batch 1). ``argv``: ROUNDS [--mcpu X] [--suite-only | --cases-only]."""
     import numpy as np
 
-    import workbench.engine.expert.convert as new
-    from workbench.engine.conversions import buffer_bytes
-    from workbench.engine.convbench import CASES, LLC_TIMES, batched_conversions, last_level_cache
+    import workbench.engine.schedules.conversion.steps as new
+    from workbench.engine.measure.conversion_rates import buffer_bytes
+    from workbench.bench.conversions import CASES, LLC_TIMES, batched_conversions, last_level_cache
 
     old = old_convert(rev)
     target, args = target_and_args(argv)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.engine.program import Program, make_program
-from workbench.engine.targets import DEFAULT_TARGET
+from workbench.engine.build.program import Program, make_program
+from workbench.engine.build.targets import DEFAULT_TARGET
 
 TARGET = DEFAULT_TARGET
 

@@ -117,7 +117,7 @@ def test_the_conversion_benchmark_refuses_an_unknown_case(tmp_path, capsys):
 
 
 def test_a_mismatch_exits_with_1(monkeypatch, tmp_path, capsys):
-    from workbench.engine import replay
+    from workbench.engine.session import artifacts as replay
 
     class Report:
         ok, max_abs_error, max_rel_error, total_ms, kernels = False, 1.0, 0.5, 1.0, []
@@ -189,7 +189,7 @@ def test_import_writes_a_session_that_replays_and_refuses_a_changed_file(tmp_pat
 @pytest.mark.slow
 def test_import_of_a_factory_exports_it_beside_the_session(tmp_path):
     (tmp_path / "mymodels.py").write_text(
-        "from workbench.engine.networks import BertLayer, randomize\n"
+        "from workbench.engine.models.networks import BertLayer, randomize\n"
         "def small():\n    return randomize(BertLayer(32, 4, 64), 5)\n")
     res = subprocess.run([sys.executable, "-m", "workbench", "import", "mymodels:small", "--input", "data=1,8,32",
                           "--out", str(tmp_path / "b.json")], cwd=ROOT, capture_output=True, text=True, timeout=600,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.engine.expr import expr_graph, read_expr
+from workbench.engine.ir.expr import expr_graph, read_expr
 
 ROOT = Path(__file__).resolve().parents[1]
 

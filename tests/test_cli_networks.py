@@ -1,10 +1,10 @@
 """``bench --suite networks`` on the command line: what it prints and its exit status, the
-benchmark itself stubbed (it is tested in tests/engine/test_bench.py)."""
+benchmark itself stubbed (it is tested in tests/bench/test_suite.py)."""
 
 from __future__ import annotations
 
 import workbench.__main__ as cli
-from workbench.engine import netbench
+from workbench.bench import networks as netbench
 
 
 def _stub(rows):

@@ -70,7 +70,7 @@ def test_make_run_listens_on_loopback_only(tmp_path):
 def test_the_streamlit_config_limits_uploads_and_hides_the_deploy_button():
     import tomllib
 
-    from workbench.engine.session import MAX_SESSION_MB
+    from workbench.engine.session.session import MAX_SESSION_MB
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["server"]["address"] == "127.0.0.1" and config["server"]["headless"] is True

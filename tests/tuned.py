@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.session import State, new_session, replay
-from workbench.engine.step import Step
+from workbench.engine.session.session import State, new_session, replay
+from workbench.engine.base.step import Step
 
 TRACE = Path(__file__).resolve().parent / "data" / "r18_stem_conv_tuned_trace.json"
 
@@ -31,8 +31,8 @@ def metaschedule_trace(state: State, kernel: str = "conv") -> Any:
     import tvm
     import tvm.s_tir.meta_schedule as ms
 
-    from workbench.engine.loops import trace_json
-    from workbench.engine.targets import target_from
+    from workbench.engine.loops.primitives import trace_json
+    from workbench.engine.build.targets import target_from
 
     ctx = ms.TuneContext(mod=tvm.IRModule({"main": state.program.funcs[kernel]}),
                          target=target_from(state.session.target), space_generator="post-order-apply", rand_state=0)

@@ -20,8 +20,8 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from .engine.errors import WorkbenchError
-from .engine.targets import DEFAULT_TARGET
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.build.targets import DEFAULT_TARGET
 
 
 def _bar(desc: str) -> tuple[tqdm, Callable[[str], None]]:
@@ -39,15 +39,15 @@ def _target(text: str | None) -> dict | None:
         raise WorkbenchError(f"--target must be a JSON object such as '{{\"kind\": \"llvm\", \"num-cores\": 2}}': {e}")
     if not isinstance(t, dict):
         raise WorkbenchError("--target must be a JSON object, e.g. '{\"kind\": \"llvm\", \"num-cores\": 2}'")
-    from .engine.session import check_target
+    from workbench.engine.session.session import check_target
 
     check_target(t)
     return t
 
 
 def cmd_replay(a: argparse.Namespace) -> int:
-    from .engine.replay import replay_to
-    from .engine.session import load
+    from workbench.engine.session.artifacts import replay_to
+    from workbench.engine.session.session import load
 
     bar, say = _bar(f"replay {Path(a.session).name}")
     try:
@@ -86,7 +86,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
 def _run_inputs(texts: list[str], inputs: dict[str, tuple[int, ...]], seed: int) -> dict:
     """``NAME=FILE.npy`` (or ``FILE.npy`` for a one-input network) per input; random (seeded,
     never zeros) for those not given."""
-    from .engine.errors import SessionError
+    from workbench.engine.base.errors import SessionError
 
     import numpy as np
 
@@ -107,7 +107,7 @@ def _run_inputs(texts: list[str], inputs: dict[str, tuple[int, ...]], seed: int)
 def cmd_run(a: argparse.Namespace) -> int:
     import numpy as np
 
-    from .engine.standalone import load_network
+    from workbench.engine.build.standalone import load_network
 
     net = load_network(a.replay_dir)
     values = _run_inputs(a.input or [], net.inputs, a.seed)
@@ -130,7 +130,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         elif out.suffix == ".npz":
             np.savez(out, **outs)
         else:
-            from .engine.errors import SessionError
+            from workbench.engine.base.errors import SessionError
 
             raise SessionError(f"--out {a.out}: give a .npz file (a .npy holds one output; this network has "
                                f"{len(outs)})" if out.suffix == ".npy" else f"--out {a.out}: give a .npy or .npz file")
@@ -139,8 +139,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from .engine.export import export_session
-    from .engine.session import load
+    from workbench.engine.session.export import export_session
+    from workbench.engine.session.session import load
 
     bar, say = _bar(f"export {Path(a.session).name}")
     try:
@@ -172,7 +172,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if a.stage == "expert":
         return _expert(a)
     from .engine.tuning import stages
-    from .engine.session import load, replay, save
+    from workbench.engine.session.session import load, replay, save
     from .engine.tuning.options import TuneOptions
     from .engine.tuning.rpc import RpcConfig
 
@@ -250,7 +250,7 @@ def cost_breakdown(seconds: dict[str, float], measurements: int, top: int = 12) 
 
 def _expert(a: argparse.Namespace) -> int:
     """``tune --stage expert``: no measurement, every complex kernel on its expert schedule."""
-    from .engine.session import load_state, save
+    from workbench.engine.session.session import load_state, save
 
     state = load_state(a.session)
     expert = state.with_expert_schedules()
@@ -262,7 +262,7 @@ def _expert(a: argparse.Namespace) -> int:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    from .engine import bench
+    from workbench.bench import suite as bench
 
     if a.suite == "networks":
         return _bench_networks(a)
@@ -285,7 +285,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         bar.update(1)
 
     if a.retime:
-        from .engine.retime import retime
+        from workbench.bench.retime import retime
 
         bar.total = len(suite) * 2
         rows = retime(Path(a.retime), suite, out, target, on_step=step)
@@ -320,7 +320,7 @@ def _chosen(text: str | None, known: tuple[str, ...], flag: str, what: str) -> t
 
 def _bench_conversions(a: argparse.Namespace) -> int:
     """``bench --suite conversions``: layout conversions beyond the LLC against a copy (``engine.convbench``)."""
-    from .engine import convbench
+    from workbench.bench import conversions as convbench
 
     known = {c.name: c for c in convbench.CASES}
     cases = tuple(known[n] for n in _chosen(a.only, tuple(known), "--only", "case"))
@@ -346,7 +346,7 @@ def _budgets(text: str) -> list[int]:
 
 def _bench_networks(a: argparse.Namespace) -> int:
     """``bench --suite networks``: the built-in networks end to end (``engine.netbench``)."""
-    from .engine import netbench
+    from workbench.bench import networks as netbench
 
     names = _chosen(a.only, netbench.NETWORK_NAMES, "--only", "network")
     out = Path(a.out)
@@ -376,7 +376,7 @@ def _bench_networks(a: argparse.Namespace) -> int:
 
 
 def cmd_ceilings(a: argparse.Namespace) -> int:
-    from .engine import ceilings
+    from workbench.engine.measure import ceilings
 
     target = _target(a.target) or dict(DEFAULT_TARGET)
     print(ceilings.format_ceilings(ceilings.get_ceilings(target, refresh=True)))
@@ -385,9 +385,9 @@ def cmd_ceilings(a: argparse.Namespace) -> int:
 
 def cmd_import(a: argparse.Namespace) -> int:
     """Import a model file (or export a factory's module to OUT.pt2 first) into a new session."""
-    from .engine import zoo
-    from .engine.frontend import FORMATS, export_factory, parse_input
-    from .engine.session import new_session, safe_path, save
+    from workbench.engine.models import zoo
+    from workbench.engine.models.frontend import FORMATS, export_factory, parse_input
+    from workbench.engine.session.session import new_session, safe_path, save
 
     inputs = dict(parse_input(t) for t in a.input or [])
     if a.name:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 # Streamlit scripts run top to bottom when imported: never collect them, even for `pytest workbench`.
-collect_ignore = ["app.py", "pages"]
+collect_ignore = ["app", "pages"]
 
 # Same private cache as tests/conftest.py, for runs that collect only doctests.
 _PREFIX = os.path.join(tempfile.gettempdir(), "alt-wb-test-")
@@ -20,7 +20,7 @@ if not os.environ.get("ALT_WORKBENCH_CACHE", "").startswith(_PREFIX):
 
 @pytest.fixture(scope="session")
 def example_kernels() -> dict:
-    """The tiny kernels the loop primitives' examples start from (workbench/engine/schedule.py)."""
+    """The tiny kernels the loop primitives' examples start from (workbench/engine/loops/functions.py)."""
     from tvm import te  # here, so that the viz doctests never import TVM
 
     A = te.placeholder((64,), name="A")
@@ -41,7 +41,7 @@ def _doctest_setup(request, doctest_namespace):
     schedule module's also find its example kernels (only theirs: elsewhere the names could
     shadow a module's own)."""
     kernels = request.getfixturevalue("example_kernels") if request.node.name.startswith(
-        "workbench.engine.schedule") else {}
+        "workbench.engine.loops.functions") else {}
     doctest_namespace.update(np=np, **kernels)
     np.random.seed(0)
     yield

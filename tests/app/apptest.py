@@ -7,7 +7,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[2] / "workbench" / "app.py")
+APP = str(Path(__file__).resolve().parents[2] / "workbench" / "app" / "main.py")
 
 
 def start(query: dict | None = None) -> AppTest:
@@ -28,13 +28,13 @@ def graph_labels(app: AppTest) -> str:
 def home(app: AppTest) -> AppTest:
     """Run the entry script (with its sidebar) again: after its first run, AppTest reruns the
     current page's script alone, and only a switch back to ``app.py`` runs the entry script."""
-    return app.switch_page("pages/graph.py").run().switch_page("app.py").run()
+    return app.switch_page("../pages/graph.py").run().switch_page("../pages/graph.py").run()
 
 
 def preset_form(app: AppTest) -> AppTest:
     """The Layouts page with its Preset tab open (the page draws the open tab alone)."""
     app.session_state["layout_tab"] = "Preset"
-    return app.switch_page("pages/layouts.py").run()
+    return app.switch_page("../pages/layouts.py").run()
 
 
 def session(app: AppTest):
@@ -45,7 +45,7 @@ def tune_loops(app: AppTest, model: str = "c1d", budget: int = 2):
     """Start the loop-only stage with ``budget`` measurements on ``model`` from the Tuning page;
     returns the job once it is no longer running."""
     home(app).selectbox(key="model_pick").set_value(model).run()
-    app.switch_page("pages/tuning.py").run()
+    app.switch_page("../pages/tuning.py").run()
     app.radio(key="tune_stage").set_value("loop").run()
     app.number_input(key="tune_budget").set_value(budget).run()
     app.button(key="tune_start").click().run()

@@ -10,7 +10,7 @@ from tests.app.apptest import start
 
 @pytest.fixture
 def at(tmp_path, monkeypatch) -> AppTest:
-    from workbench.pages import _state
+    from workbench.app import state as _state
 
     monkeypatch.setattr(_state, "SESSIONS_DIR", tmp_path / "sessions")
     monkeypatch.setattr(_state, "WORK_DIR", tmp_path / "work")

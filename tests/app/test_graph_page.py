@@ -44,7 +44,7 @@ def test_a_search_selects_its_match_at_once(at):
     assert _panel(at) == ["relu1"]
     at.text_input(key="graph_search").input("relu2").run()
     assert at.session_state["selected"] == "relu2" and _panel(at) == ["relu2"]
-    at.switch_page("pages/layouts.py").run()
+    at.switch_page("../pages/layouts.py").run()
     assert at.selectbox(key="layout_key").value == "relu2"
 
 
@@ -105,8 +105,8 @@ def test_the_network_is_timed_behind_a_button_and_kept_for_its_session(at):
 
 
 def test_a_network_that_cannot_be_timed_says_why_in_one_line(at, monkeypatch):
-    from workbench.engine.errors import BuildError
-    from workbench.pages import _network_time
+    from workbench.engine.base.errors import BuildError
+    from workbench.app import network_view as _network_time
 
     def refused(state, say):
         say("checking it against the reference")

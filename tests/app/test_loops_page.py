@@ -10,14 +10,14 @@ import math
 from streamlit.testing.v1 import AppTest
 
 from tests.app.apptest import session
-from tests.engine.test_loopargs import NO_CHOICE
+from tests.engine.loops.test_args import NO_CHOICE
 from tests.tuned import tuned_step
 
 
 def _loops_page(at: AppTest, tuned: bool) -> AppTest:
     if tuned:  # the state a tuning result's Apply leaves
         at.session_state["state"] = at.session_state["state"].push(tuned_step())
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     assert not at.exception, at.exception
     return at

@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app.apptest import graph_labels, home, preset_form, session, start
 
-PAGES = ["pages/graph.py", "pages/layouts.py", "pages/loops.py", "pages/tuning.py", "pages/profile.py",
-         "pages/sessions.py"]
+PAGES = ["../pages/graph.py", "../pages/layouts.py", "../pages/loops.py", "../pages/tuning.py", "../pages/profile.py",
+         "../pages/sessions.py"]
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -51,7 +51,7 @@ def test_a_preset_through_the_form_changes_the_graph_layout_labels(at):
     at.button(key="apply_preset").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert [(a.kind, a.primitive) for a in session(at).steps] == [("preset", "blocked")]
-    at.switch_page("pages/graph.py").run()
+    at.switch_page("../pages/graph.py").run()
     after = graph_labels(at)
     assert after != before
     assert "[N C.o H W C.i]" in after  # conv, bias and relu took the blocked layout
@@ -59,16 +59,16 @@ def test_a_preset_through_the_form_changes_the_graph_layout_labels(at):
 
 
 def test_the_layouts_page_draws_its_open_tab_alone_and_keeps_the_others_choice(at):
-    at.switch_page("pages/layouts.py").run()
+    at.switch_page("../pages/layouts.py").run()
     assert {w.key for w in at.selectbox} >= {"layout_prim"} and "preset_name" not in {w.key for w in at.selectbox}
     at.selectbox(key="layout_prim").set_value("reorder").run()
     preset_form(at)
     assert "preset_name" in {w.key for w in at.selectbox} and "layout_prim" not in {w.key for w in at.selectbox}
     at.selectbox(key="preset_name").set_value("alt_tiled").run()
     at.session_state["layout_tab"] = "Primitive"
-    at.switch_page("app.py").run()  # the entry script, as a browser runs it before every page
-    assert at.switch_page("pages/layouts.py").run().selectbox(key="layout_prim").value == "reorder"
-    at.switch_page("app.py").run()
+    at.switch_page("../pages/graph.py").run()  # the entry script, as a browser runs it before every page
+    assert at.switch_page("../pages/layouts.py").run().selectbox(key="layout_prim").value == "reorder"
+    at.switch_page("../pages/graph.py").run()
     assert preset_form(at).selectbox(key="preset_name").value == "alt_tiled"
 
 
@@ -98,7 +98,7 @@ def test_a_preset_on_a_tensor_that_has_a_layout_says_why_in_the_users_terms(at):
 
 
 def test_a_hand_action_applies_one_step_and_replays_nothing(at, monkeypatch):
-    from workbench.engine import session as S
+    from workbench.engine.session import session as S
 
     applied, replays = [], []
     real_apply, real_replay = S.State._apply, S.replay
@@ -110,13 +110,13 @@ def test_a_hand_action_applies_one_step_and_replays_nothing(at, monkeypatch):
     at.button(key="apply_preset").click().run()
     assert [s.primitive for s in applied] == ["channels_last"] and replays == []
     applied.clear()
-    at.switch_page("pages/graph.py").run()  # drawing another page applies nothing
+    at.switch_page("../pages/graph.py").run()  # drawing another page applies nothing
     assert applied == [] and replays == []
 
 
 def fill_split(app: AppTest, factors: str) -> AppTest:
     """The Layouts page's primitive form: split dim 1 of conv by ``factors``."""
-    app.switch_page("pages/layouts.py").run()
+    app.switch_page("../pages/layouts.py").run()
     app.selectbox(key="layout_key").set_value("conv").run()
     app.selectbox(key="layout_prim").set_value("split").run()
     app.selectbox(key="lp_split_dim").set_value(1).run()
@@ -135,7 +135,7 @@ def test_an_invalid_primitive_shows_the_engine_message_and_changes_nothing(at):
     assert "[3, 16]" in shown and "48" in shown and "64" in shown
     assert at.button(key="apply_prim").disabled  # a browser user cannot apply it
     assert session(at).steps == ()
-    at.switch_page("pages/graph.py").run()
+    at.switch_page("../pages/graph.py").run()
     assert "[N C H W]" in graph_labels(at) and not at.exception
 
 
@@ -147,7 +147,7 @@ def test_a_split_over_covering_a_dim_says_it_pads(at):
 
 def test_the_default_loop_split_applies_to_every_loop(at):
     """The factors' default divides the chosen loop's extent, whichever loop it is."""
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     at.selectbox(key="loop_prim").set_value("split").run()
     at.selectbox(key="la_split_block").set_value("conv").run()
@@ -164,7 +164,7 @@ def test_the_default_loop_split_applies_to_every_loop(at):
 def test_every_loop_primitive_starts_from_arguments_that_apply(at):
     """Each primitive's form starts from a block and loops TVM accepts on the kernel (reorder and
     fuse with two loops, compute_at under another block): no refusal before the user types."""
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     for prim in at.selectbox(key="loop_prim").options:
         name = prim.split(":", 1)[0]
@@ -179,7 +179,7 @@ def test_transform_layout_names_the_written_buffers_and_its_defaults_apply(at):
     factors default to one 1 per dim of the chosen buffer and its perm to the identity (an
     action that always applies, here to a cache_write's tile); a split factor adds a dim to the
     perm's default."""
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     at.selectbox(key="loop_prim").set_value("cache_write").run()
     at.selectbox(key="la_cache_write_block").set_value("conv").run()
@@ -204,7 +204,7 @@ def test_transform_layout_names_the_written_buffers_and_its_defaults_apply(at):
 
 
 def test_a_loop_primitive_updates_the_loop_nest(at):
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     before = _side_by_side(at)
     assert before[0] == before[1] and "T.parallel" not in before[1]
@@ -237,7 +237,7 @@ def _side_by_side(at) -> tuple[str, str]:
 
 def test_the_loop_table_names_each_loop_after_its_layout_dim(at):
     """r18_stem's conv writes NCHW: its loops i0..i3 run over N, C, H, W, its reductions keep their names."""
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     table = next(d.value for d in at.dataframe if "layout dim" in d.value.columns)
     conv = table[table.block == "conv"]
@@ -247,7 +247,7 @@ def test_the_loop_table_names_each_loop_after_its_layout_dim(at):
 
 
 def test_a_loop_primitive_tvm_refuses_shows_its_reason_and_changes_nothing(at):
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     at.selectbox(key="loop_prim").set_value("compute_inline").run()
     at.selectbox(key="la_compute_inline_block").set_value("conv").run()
@@ -259,7 +259,7 @@ def test_a_loop_primitive_tvm_refuses_shows_its_reason_and_changes_nothing(at):
 
 
 def test_the_loops_page_previews_a_primitive_and_shows_the_kernels_assembly(at):
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     at.selectbox(key="loop_prim").set_value("parallel").run()
     at.selectbox(key="la_parallel_block").set_value("conv").run()
@@ -282,7 +282,7 @@ def test_the_loops_page_lists_a_conversions_analytic_schedule(at):
     at.selectbox(key="preset_name").set_value("blocked").run()
     at.selectbox(key="layout_key").set_value("conv").run()
     at.button(key="apply_preset").click().run()
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     conversions = [k for k in at.selectbox(key="loop_kernel").options if k.startswith("convert")]
     assert conversions
     at.selectbox(key="loop_kernel").set_value(conversions[0].split()[0]).run()
@@ -299,13 +299,13 @@ def test_save_then_open_gives_the_same_session(at):
     at.selectbox(key="layout_key").set_value("conv").run()
     at.button(key="apply_preset").click().run()
     saved = session(at)
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     at.text_input(key="save_name").input("mine").run()
     at.button(key="save").click().run()
     assert not at.error, [e.value for e in at.error]
     home(at).button(key="undo").click().run()
     assert session(at).steps == ()
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     at.selectbox(key="open_pick").set_value("mine").run()
     at.button(key="open").click().run()
     opened = session(at)  # the same actions; the file also pins the kernels they leave unscheduled
@@ -313,7 +313,7 @@ def test_save_then_open_gives_the_same_session(at):
 
 
 def test_a_bad_session_name_is_refused(at):
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     at.text_input(key="save_name").input("../escape").run()
     at.button(key="save").click().run()
     assert any("invalid session name" in e.value for e in at.error)
@@ -340,7 +340,7 @@ def test_switching_the_model_starts_a_fresh_session(at):
 def test_tuning_runs_in_a_worker_shows_curves_and_applies_the_result(at):
     """Loop-only stage, 2 measurements, on the small C1D model: start, watch, apply."""
     home(at).selectbox(key="model_pick").set_value("c1d").run()
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     at.radio(key="tune_stage").set_value("loop").run()
     at.number_input(key="tune_budget").set_value(2).run()
     at.button(key="tune_start").click().run()
@@ -359,7 +359,7 @@ def test_tuning_runs_in_a_worker_shows_curves_and_applies_the_result(at):
 
 def _on_sessions_page_with_c1d(app: AppTest) -> AppTest:
     home(app).selectbox(key="model_pick").set_value("c1d").run()
-    return app.switch_page("pages/sessions.py").run()
+    return app.switch_page("../pages/sessions.py").run()
 
 
 def _infos(app: AppTest) -> str:
@@ -372,8 +372,8 @@ def test_replays_of_two_tabs_wait_in_one_line_and_a_tab_runs_one_job(at):
     tab cannot start a tuning beside its replay, and once the slot frees both run, in order."""
     import fcntl
 
-    from workbench.engine.tuning.worker import JobQueue
-    from workbench.pages import _state
+    from workbench.engine.tuning.jobs.worker import JobQueue
+    from workbench.app import state as _state
 
     a, b = _on_sessions_page_with_c1d(at), _on_sessions_page_with_c1d(start())
     queue = JobQueue.at(_state.WORK_DIR)
@@ -384,7 +384,7 @@ def test_replays_of_two_tabs_wait_in_one_line_and_a_tab_runs_one_job(at):
         b.button(key="replay").click().run()
         assert not a.exception and not b.exception, (a.exception, b.exception)
         assert "replay queued, #1 in line" in _infos(a) and "replay queued, #2 in line" in _infos(b)
-        a.switch_page("pages/tuning.py").run()
+        a.switch_page("../pages/tuning.py").run()
         a.button(key="tune_start").click().run()
         assert any("this tab already has a replay job" in e.value and "one job per tab" in e.value
                    for e in a.error), [e.value for e in a.error]
@@ -401,7 +401,7 @@ def test_replays_of_two_tabs_wait_in_one_line_and_a_tab_runs_one_job(at):
 def test_an_oversized_session_upload_is_refused_and_changes_nothing(at, monkeypatch):
     import streamlit
 
-    from workbench.engine.session import MAX_SESSION_MB, dumps, new_session
+    from workbench.engine.session.session import MAX_SESSION_MB, dumps, new_session
 
     before = session(at).to_json()
     padding = " " * ((MAX_SESSION_MB << 20) + 1)  # valid JSON, one byte too many
@@ -414,7 +414,7 @@ def test_an_oversized_session_upload_is_refused_and_changes_nothing(at, monkeypa
             return big
 
     monkeypatch.setattr(streamlit, "file_uploader", lambda *args, **kwargs: Upload())
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     at.button(key="open_upload").click().run()
     assert [e.value for e in at.error] == [f"big.json: a session file may be at most {MAX_SESSION_MB} MB; "
                                            f"this one is {len(big) / 2**20:.2f} MB"]
@@ -423,15 +423,15 @@ def test_an_oversized_session_upload_is_refused_and_changes_nothing(at, monkeypa
 
 @pytest.mark.slow
 def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp_path):
-    from workbench.engine.session import new_session, save
-    from workbench.pages import _state
+    from workbench.engine.session.session import new_session, save
+    from workbench.app import state as _state
 
     save(new_session("r18_stem", name="plain"), _state.SESSIONS_DIR / "plain.json")
     preset_form(at)
     at.selectbox(key="preset_name").set_value("alt_tiled").run()
     at.text_input(key="pp_tiles").input("4, 16").run()
     at.button(key="apply_preset").click().run()
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("../pages/profile.py").run()
     at.button(key="profile_measure").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     charts = {c.key: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
@@ -448,7 +448,7 @@ def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp
     assert set(bars) == {"current (r18_stem)", "plain"}
     l1 = 0  # the first bar: L1d misses, all lines; the tiled layout needs fewer than NCHW
     assert bars["current (r18_stem)"][l1] < bars["plain"][l1]
-    from workbench.engine.counters import perf_unavailable
+    from workbench.engine.measure.counters import perf_unavailable
 
     at.button(key="counters").click().run()
     assert not at.exception
@@ -487,7 +487,7 @@ def test_an_uploaded_pickle_is_data_never_code(at, monkeypatch, tmp_path):
             return buf.getvalue()
 
     monkeypatch.setattr(streamlit, "file_uploader", lambda *args, **kwargs: Upload())
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     at.button(key="open_upload").click().run()
     assert len(at.error) == 1 and at.error[0].value.startswith("model.pt2: not valid JSON"), [e.value for e in at.error]
     assert not marker.exists() and session(at).to_json() == before
@@ -513,11 +513,11 @@ def _upload(monkeypatch, name: str, data: bytes) -> None:
 
 def test_an_uploaded_onnx_model_opens_as_a_new_session_pinned_to_its_file(at, monkeypatch):
     from tests.engine.test_import import _onnx
-    from workbench.pages import _state
+    from workbench.app import state as _state
 
     before = session(at).to_json()
     _upload(monkeypatch, "mlp.onnx", _onnx()[:100])  # truncated: refused, nothing changes
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     at.button(key="import_model").click().run()
     assert len(at.error) == 1 and at.error[0].value.startswith("mlp.onnx: "), [e.value for e in at.error]
     assert session(at).to_json() == before
@@ -544,7 +544,7 @@ class _FinishedJob:
         return self._rows
 
     def status(self):
-        from workbench.engine.tuning.worker import JobStatus
+        from workbench.engine.tuning.jobs.worker import JobStatus
 
         return JobStatus("running" if self._running else "stopped")
 
@@ -563,7 +563,7 @@ def test_tuning_status_shows_each_tasks_best_and_their_sum_not_the_fastest_kerne
             {"task": "conv", "stage": "loop", "latency_ms": None, "best_ms": 0.5}]
     at.session_state["tune_job"] = _FinishedJob(tmp_path / "job", rows)
     at.session_state["tune_tasks"] = ["pad", "conv", "relu"]
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert not at.exception, at.exception
     status = next(m.value for m in at.markdown if "best per task summed" in m.value)
     assert summarize_progress(rows, ["pad", "conv", "relu"]).headline() in status
@@ -586,34 +586,34 @@ def test_a_running_tuning_shows_measurements_of_its_budget_and_the_time_left(at,
     now = time.time()
     rows = [{"task": "conv", "stage": "loop", "latency_ms": 0.5 - i / 10, "time": now - 30 + 10 * i} for i in range(3)]
     at.session_state["tune_job"] = _FinishedJob(tmp_path / "job", rows, budget=12, started=now - 40, running=True)
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert not at.exception, at.exception
     status = next(m.value for m in at.markdown if "best per task summed" in m.value)
     assert "3 of 12 measurements" in status and "elapsed" in status and " left" in status, status
 
 
 def test_the_joint_budget_says_how_many_layouts_it_scores_and_survives_a_page_switch(at):
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     at.radio(key="tune_stage").set_value("joint").run()
     at.number_input(key="tune_budget").set_value(2).run()  # the least: still the current layout and the prior's best
     assert not any("scores only one" in w.value for w in at.warning), [w.value for w in at.warning]
     assert any("Layout candidates scored: conv 2 of" in c.value for c in at.caption), [c.value for c in at.caption]
     at.number_input(key="tune_budget").set_value(77).run()
     assert any("Layout candidates scored: conv 23 of" in c.value for c in at.caption), [c.value for c in at.caption]
-    at.switch_page("app.py").run()  # the entry script, as a browser runs it on every page (the Graph page here)
+    at.switch_page("../pages/graph.py").run()  # the entry script, as a browser runs it on every page (the Graph page here)
     assert not at.number_input and at.session_state["tune_budget"] == 77
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert at.number_input(key="tune_budget").value == 77 and at.radio(key="tune_stage").value == "joint"
 
 
 def test_profile_explains_a_kernel_above_its_roof_and_the_miss_bounds(at):
-    from workbench.engine.roofline import RooflinePoint
+    from workbench.engine.measure.roofline import RooflinePoint
 
     # a 64 KiB copy in a microsecond: 128 GB/s, above any DRAM roof, yet its data fits a cache
     pad = RooflinePoint("pad", "v1", flops=0, bytes=64 * 1024, latency_ms=0.0005)
     at.session_state["timings"] = {"v1": {"pad": pad.latency_ms}}
     at.session_state["points"] = [pad]
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("../pages/profile.py").run()
     assert not at.exception, at.exception
     (table,) = [d.value for d in at.get("dataframe") if "% of roof" in d.value.columns]  # AppTest keeps no keys
     (row,) = table.to_dict("records")
@@ -628,7 +628,7 @@ def test_profile_explains_a_kernel_above_its_roof_and_the_miss_bounds(at):
 def test_a_click_on_a_loop_table_row_fills_the_primitives_block_and_loop(at):
     """A selected row (what a click sets) puts its block and loop into the form: split asks for
     one loop, fuse collects the clicked loops of one block."""
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.selectbox(key="loop_kernel").set_value("conv").run()
     table = next(d.value for d in at.dataframe if "layout dim" in d.value.columns)
     row = int(table.index[(table.block == "conv") & (table.loop == table[table.block == "conv"].loop.iloc[2])][0])
@@ -684,7 +684,7 @@ def test_a_measured_variant_is_named_after_its_whole_action_chain(at):
     preset_form(at)
     at.selectbox(key="preset_name").set_value("alt_tiled").run()
     at.button(key="apply_preset").click().run()
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.button(key="measure").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     table = next(d.value for d in at.get("dataframe") if "action chain" in d.value.columns)

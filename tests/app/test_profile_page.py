@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 
-from workbench.engine.roofline import RooflinePoint
+from workbench.engine.measure.roofline import RooflinePoint
 
 #: a variant's action chain, past a hundred characters (the issue's legends held such names)
 CHAIN = ("conv: split, split, reorder, fuse · data@conv: unfold, pad · conv: parallel, vectorize, unroll · "
@@ -32,7 +32,7 @@ def _charts(at) -> dict[str, dict]:
 def test_profile_names_variants_short_and_keeps_their_chains_for_hover_and_a_table(at):
     old = f"v1: {CHAIN[:70]}"  # a variant measured before short names
     _measured(at, {old: CHAIN[:70], "v2": CHAIN})
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("../pages/profile.py").run()
     assert not at.exception, at.exception
     charts = _charts(at)
     roof, bars = charts["roofline"], charts["latency_bars"]
@@ -63,7 +63,7 @@ def _run(folder, rows: list[dict], mtime: float) -> None:
 
 
 def test_profile_shows_two_tuning_runs_side_by_side_and_layout_parameters_against_latency(at):
-    from workbench.pages import _state
+    from workbench.app import state as _state
 
     runs = _state.WORK_DIR / "tune" / at.session_state["wid"]
     joint = [{"task": "conv", "stage": "joint", "layout": lay, "latency_ms": ms} for lay, ms in (
@@ -73,7 +73,7 @@ def test_profile_shows_two_tuning_runs_side_by_side_and_layout_parameters_agains
     _run(runs / "r18_stem-joint-0123456789abcdef", joint, 1_800_000_000)
     _run(runs / "r18_stem-loop-fedcba9876543210", [{"task": "conv", "stage": "loop", "latency_ms": ms}
                                                     for ms in (1.0, 0.8)], 1_800_000_600)
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("../pages/profile.py").run()
     assert not at.exception, at.exception
     newest, older = at.selectbox(key="profile_run").options
     assert newest.startswith("r18_stem · loop · ") and older.startswith("r18_stem · joint · ")  # no bare hash

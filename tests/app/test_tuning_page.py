@@ -12,13 +12,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.engine.session import replay
-from workbench.engine.step import Step
-from workbench.engine.timing import Stats
-from workbench.engine.tuning.baselines import KernelBaselines
+from workbench.engine.session.session import replay
+from workbench.engine.base.step import Step
+from workbench.engine.base.timing import Stats
+from workbench.engine.tuning.jobs.baselines import KernelBaselines
 
 from tests.app.apptest import session, tune_loops
-from tests.engine.tuning.jobs import job_folder, loop_records, rows
+from tests.engine.tuning.job_helpers import job_folder, loop_records, rows
 
 
 class _DoneJob:
@@ -32,7 +32,7 @@ class _DoneJob:
         return self._rows
 
     def status(self):
-        from workbench.engine.tuning.worker import JobStatus
+        from workbench.engine.tuning.jobs.worker import JobStatus
 
         return JobStatus("done")
 
@@ -72,7 +72,7 @@ def test_a_joint_result_counts_its_tuned_kernel_not_the_actions_of_kernels_it_di
     rows, steps = _joint_r18_stem()
     at.session_state["tune_job"] = _DoneJob(tmp_path / "job", rows, steps)
     at.session_state["tune_base"] = (session(at).key(), len(session(at).steps))
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert not at.exception, at.exception
     (done,) = [m.value for m in at.success if m.value.startswith("Tuning done")]
     assert done.startswith("Tuning done: 1 tuned kernel: conv 0.6276 ms."), done
@@ -85,7 +85,7 @@ def test_a_joint_result_counts_its_tuned_kernel_not_the_actions_of_kernels_it_di
 def test_the_trial_table_and_the_curves_number_the_runs_measurements_alike(at, tmp_path):
     rows, steps = _joint_r18_stem()
     at.session_state["tune_job"] = _DoneJob(tmp_path / "job", rows, steps)
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert not at.exception, at.exception
     trials = next(d.value for d in at.get("dataframe") if "trace" in d.value.columns)
     assert list(trials["measurement"]) == [1, 2, 3, 4, 5, 6]  # unique: both candidates' "trial 1" included
@@ -122,7 +122,7 @@ def _done_loop_run(at, folder: Path):
 
 def test_a_result_shows_its_speed_up_against_each_baseline_with_the_spread(at, tmp_path):
     _done_loop_run(at, tmp_path / "job")
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert not at.exception, at.exception
     table = next(d.value for d in at.get("dataframe") if "vs starting schedule" in d.value.columns)
     conv = table[table["kernel"] == "conv"].iloc[0]
@@ -134,7 +134,7 @@ def test_a_result_shows_its_speed_up_against_each_baseline_with_the_spread(at, t
 
 def test_after_apply_the_page_says_applied_with_undo_and_undo_restores_the_session(at, tmp_path):
     start, tuned = _done_loop_run(at, tmp_path / "job")
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     at.button(key="tune_apply").click().run()
     assert not at.exception, at.exception
     assert session(at).key() == tuned.key()
@@ -164,7 +164,7 @@ def test_a_stopped_loop_runs_best_so_far_applies(at, tmp_path):
     loop_records(job.dir, at.session_state["state"], [("conv", [0.000912]), ("conv", [0.000728])])
     at.session_state["tune_job"] = job
     at.session_state["tune_base"] = (start.key(), 0)
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert not at.exception, at.exception
     infos = " ".join(m.value for m in at.info)
     assert "The run stopped after 2 measurements, before its result." in infos
@@ -184,7 +184,7 @@ def test_a_stopped_joint_run_says_why_its_best_cannot_be_applied(at, tmp_path):
     start = session(at)
     at.session_state["tune_job"] = job_folder(tmp_path / "job", start, "joint", rows("conv", [0.9], stage="joint"),
                                               owner=at.session_state["wid"], stopped=True)
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert not at.exception, at.exception
     (why,) = [m.value for m in at.warning if "cannot be applied" in m.value]
     assert why.startswith("Its best so far cannot be applied: a joint run that ended before its result")
@@ -201,7 +201,7 @@ def test_a_stopped_runs_baselines_timed_later_show_and_give_the_latency_before(a
     (job.dir / "baselines" / "result.json").write_text(json.dumps({**timed, "started": job.started - 60}))
     at.session_state["tune_job"] = job
     at.session_state["tune_base"] = (start.key(), 0)
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     assert "tune_time_baselines" in _keys(at)
     assert not [d for d in at.get("dataframe") if "vs starting schedule" in d.value.columns]
     (job.dir / "baselines" / "result.json").write_text(json.dumps(timed))

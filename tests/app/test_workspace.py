@@ -19,7 +19,7 @@ def apply_preset(app: AppTest, name: str = "channels_last") -> AppTest:
 
 
 def save_as(app: AppTest, name: str) -> AppTest:
-    app.switch_page("pages/sessions.py").run()
+    app.switch_page("../pages/sessions.py").run()
     app.text_input(key="save_name").input(name).run()
     return app.button(key="save").click().run()
 
@@ -29,7 +29,7 @@ def test_opening_a_session_of_another_model_switches_the_model_and_says_so(at):
     save_as(at, "stem")
     home(at).selectbox(key="model_pick").set_value("gmm").run()  # saved: no question asked
     assert session(at).model == {"zoo": "gmm"}
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     at.selectbox(key="open_pick").set_value("stem").run()
     at.button(key="open").click().run()
     assert session(at).name == "stem" and len(session(at).steps) == 1
@@ -53,7 +53,7 @@ def test_switching_the_model_with_unsaved_actions_asks_first(at):
 
 def test_a_reload_restores_the_session_and_its_measured_variants(at):
     apply_preset(at)
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("../pages/profile.py").run()
     at.button(key="profile_measure").click().run()
     assert len(at.session_state["variants"]) == 1
     home(at).button(key="undo").click().run()  # a redo stack to restore, too
@@ -69,11 +69,11 @@ def test_a_reload_restores_the_session_and_its_measured_variants(at):
 
 
 def test_a_measurement_of_another_revision_is_not_shown_as_the_current_one(at):
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.button(key="measure").click().run()
     assert at.metric and "Program latency" in at.metric[0].label
     apply_preset(at)
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     assert not at.metric  # the latency shown was the previous layout's
     assert any("another revision" in c.value for c in at.caption)
 
@@ -96,12 +96,12 @@ def test_the_workspace_id_comes_back_to_the_url_after_a_page_switch(at):
 
 
 def test_a_reload_restores_the_budget_and_the_other_kept_choices(at):
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("../pages/tuning.py").run()
     at.number_input(key="tune_budget").set_value(7).run()
     at.radio(key="tune_stage").set_value("loop").run()
-    at.switch_page("app.py").run()  # the entry script, which saves the workspace after every run
+    at.switch_page("../pages/graph.py").run()  # the entry script, which saves the workspace after every run
     again = start({"ws": at.query_params["ws"]})
-    again.switch_page("pages/tuning.py").run()
+    again.switch_page("../pages/tuning.py").run()
     assert again.number_input(key="tune_budget").value == 7 and again.radio(key="tune_stage").value == "loop"
 
 
@@ -111,10 +111,10 @@ def test_a_reload_restores_the_last_tuning_run_with_its_curves_and_it_can_be_app
     new tab, or the app restarted) shows the finished run, its curves and its Apply button."""
     job = tune_loops(at, "c1d", 2)
     assert job.status().state == "done", job.status()
-    at.switch_page("app.py").run()  # the entry script saves the workspace
+    at.switch_page("../pages/graph.py").run()  # the entry script saves the workspace
     again = start({"ws": at.query_params["ws"]})
     assert any("the last tuning run" in s.value for s in again.success), [s.value for s in again.success]
-    again.switch_page("pages/tuning.py").run()
+    again.switch_page("../pages/tuning.py").run()
     assert not again.exception, again.exception
     assert again.session_state["tune_job"].dir == job.dir and again.number_input(key="tune_budget").value == 2
     assert list(again.session_state["tune_tasks"]) == ["conv"]
@@ -133,7 +133,7 @@ def test_the_session_name_field_follows_the_open_session(at, monkeypatch):
 
     save_as(at, "first")
     home(at).selectbox(key="model_pick").set_value("gmm").run()
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     assert at.text_input(key="save_name").value == "gmm"
     at.text_input(key="save_name").input("typed").run()
     assert at.text_input(key="save_name").value == "typed"  # what the user types stays
@@ -148,14 +148,14 @@ def test_the_session_name_field_follows_the_open_session(at, monkeypatch):
 
 def test_a_replay_result_is_put_away_when_the_model_changes(at):
     home(at).selectbox(key="model_pick").set_value("c1d").run()
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     at.button(key="replay").click().run()
     job = at.session_state["replay_job"]
     assert job.wait(timeout=180).state == "done", job.status()
     at.run()
     assert any(m.value.startswith("replay ok") for m in at.success), [m.value for m in at.success]
     apply_preset(at, "channels_last")  # another revision of the same session: said so, not shown as this one's
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("../pages/sessions.py").run()
     assert not any(m.value.startswith("replay ok") for m in at.success)
     assert any("The last replay was of c1d on c1d as it was then" in c.value for c in at.caption)
     home(at).selectbox(key="model_pick").set_value("gmm").run()
@@ -163,31 +163,31 @@ def test_a_replay_result_is_put_away_when_the_model_changes(at):
     for model in ("gmm", "c1d"):  # another model, and back: the replay is gone, not shown as the new session's
         if model == "c1d":
             home(at).selectbox(key="model_pick").set_value("c1d").run()
-        at.switch_page("pages/sessions.py").run()
+        at.switch_page("../pages/sessions.py").run()
         assert not any(m.value.startswith(("replay", "The last replay")) for m in [*at.success, *at.caption, *at.info])
         assert "replay_job" not in at.session_state
 
 
 def test_measurements_of_another_model_are_not_shown_with_this_ones(at):
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("../pages/profile.py").run()
     at.button(key="profile_measure").click().run()
     assert at.get("plotly_chart") and len(at.session_state["variants"]) == 1
     home(at).selectbox(key="model_pick").set_value("c1d").run()
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("../pages/profile.py").run()
     assert not at.exception, at.exception
     assert any(i.value.startswith("No variant measured yet") for i in at.info)
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     assert not any("Variants" in m.value for m in at.markdown)
     home(at).selectbox(key="model_pick").set_value("r18_stem").run()
-    at.switch_page("pages/loops.py").run()  # back on r18_stem: its variant comes back
+    at.switch_page("../pages/loops.py").run()  # back on r18_stem: its variant comes back
     assert any("Variants of r18_stem measured in this tab" in m.value for m in at.markdown)
 
 
 def test_page_memos_of_another_model_are_forgotten(at):
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/loops.py").run()
     at.button(key="apply_expert").click().run()  # the loop page remembers conv's nest before it
     assert "loop_before" in at.session_state
-    at.switch_page("pages/graph.py").run()
+    at.switch_page("../pages/graph.py").run()
     at.toggle(key="graph_collapse").set_value(True).run()
     fused = at.multiselect(key="graph_expanded").options
     at.multiselect(key="graph_expanded").set_value([fused[0]]).run()
@@ -195,8 +195,8 @@ def test_page_memos_of_another_model_are_forgotten(at):
     at.button(key="switch_confirm").click().run()
     assert "loop_before" not in at.session_state and "loop_seeded" not in at.session_state
     assert not at.session_state["graph_expanded"]  # the graph page drew its list afresh
-    at.switch_page("pages/graph.py").run()
-    at.switch_page("pages/loops.py").run()
+    at.switch_page("../pages/graph.py").run()
+    at.switch_page("../pages/loops.py").run()
     assert not at.exception, at.exception
 
 
@@ -205,7 +205,7 @@ def test_page_memos_of_another_model_are_forgotten(at):
 def test_a_model_that_fails_to_open_changes_nothing_and_can_be_picked_again(at, monkeypatch):
     import functools
 
-    from workbench.engine import zoo
+    from workbench.engine.models import zoo
 
     real = zoo.NETWORKS["bert_layer"]
 
@@ -227,7 +227,7 @@ def test_a_model_that_fails_to_open_changes_nothing_and_can_be_picked_again(at, 
 
 
 def test_an_unexpected_error_shows_in_one_line_not_as_a_traceback(at, monkeypatch):
-    from workbench.engine.session import State
+    from workbench.engine.session.session import State
     from workbench.viz import graph
 
     apply_preset(at)
@@ -251,7 +251,7 @@ def test_a_model_picked_over_while_it_was_built_is_not_opened(at, monkeypatch):
 
     import streamlit
 
-    from workbench.engine import zoo
+    from workbench.engine.models import zoo
 
     real = zoo.NETWORKS["bert_layer"]
 

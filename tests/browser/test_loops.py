@@ -9,7 +9,7 @@ import pytest
 from tests.browser.test_e2e import ARTIFACTS, _free_port, _launch, needs_chromium, serving
 from tests.browser.test_work import _failures
 from tests.tuned import tuned_state
-from workbench.engine.workspace import load_workspace, new_workspace_id, save_workspace
+from workbench.engine.session.workspace import load_workspace, new_workspace_id, save_workspace
 
 pytestmark = pytest.mark.browser
 

@@ -38,9 +38,9 @@ def _seeded_workspace(work) -> tuple[str, int]:
     id and the number of points with FLOPs it holds."""
     from dataclasses import asdict
 
-    from workbench.engine.roofline import RooflinePoint, program_points
-    from workbench.engine.session import new_session, replay
-    from workbench.engine.workspace import new_workspace_id, save_workspace
+    from workbench.engine.measure.roofline import RooflinePoint, program_points
+    from workbench.engine.session.session import new_session, replay
+    from workbench.engine.session.workspace import new_workspace_id, save_workspace
 
     session = new_session("r18_stem")
     program = replay(session).program

@@ -2,7 +2,7 @@
 other spellings of the same op are found (RMSNorm as a division by a square root without a
 weight, attention without grouped heads and with an -inf mask), a mask that is not causal is
 left to the per-call mapping, and what is imported computes what PyTorch computes. The whole
-Llama layer is in tests/engine/test_zoo.py and test_import.py."""
+Llama layer is in tests/engine/models/test_zoo.py and test_import.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from workbench.engine.frontend import import_module
-from workbench.engine.program import make_program
+from workbench.engine.models.frontend import import_module
+from workbench.engine.build.program import make_program
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

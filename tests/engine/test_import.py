@@ -1,4 +1,4 @@
-"""Importing real models (``workbench.engine.frontend``): the built-in networks against PyTorch,
+"""Importing real models (``workbench.engine.models.frontend``): the built-in networks against PyTorch,
 ONNX and torch.export files made here from small torch modules against PyTorch and onnxruntime,
 sessions pinned to a model file, uploads, and a corpus of bad model files (generated here, none
 committed) each refused with one line naming the problem."""
@@ -18,13 +18,13 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from workbench.engine import networks, zoo  # noqa: E402
-from workbench.engine.errors import GraphError, SessionError  # noqa: E402
-from workbench.engine.frontend import MAX_MODEL_MB, check_upload, export_factory, import_file, parse_input  # noqa: E402
-from workbench.engine.frontend.framework import framework_of, framework_outputs  # noqa: E402
-from workbench.engine.program import make_program  # noqa: E402
-from workbench.engine.replay import replay_to  # noqa: E402
-from workbench.engine.session import dumps, loads, new_session, replay, save  # noqa: E402
+from workbench.engine.models import networks, zoo  # noqa: E402
+from workbench.engine.base.errors import GraphError, SessionError  # noqa: E402
+from workbench.engine.models.frontend import MAX_MODEL_MB, check_upload, export_factory, import_file, parse_input  # noqa: E402
+from workbench.engine.models.frontend.framework import framework_of, framework_outputs  # noqa: E402
+from workbench.engine.build.program import make_program  # noqa: E402
+from workbench.engine.session.artifacts import replay_to  # noqa: E402
+from workbench.engine.session.session import dumps, loads, new_session, replay, save  # noqa: E402
 
 # the tests make ONNX files with both of torch's exporters, the legacy one on purpose
 pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export",
@@ -116,7 +116,7 @@ NEW_OPS = {
 
 @pytest.mark.parametrize("op", sorted(NEW_OPS))
 def test_an_op_added_for_imports_matches_numpy(op):
-    from workbench.engine.graph import GraphBuilder
+    from workbench.engine.ir.graph import GraphBuilder
 
     shapes, consts, attrs, np_fn = NEW_OPS[op]
     b = GraphBuilder(op)
@@ -245,7 +245,7 @@ def test_batch_norms_fold_into_the_convs_and_clamps_merge(tmp_path):
 
 def test_a_factory_is_exported_at_the_given_shapes(tmp_path, monkeypatch):
     (tmp_path / "mymodels.py").write_text(
-        "from workbench.engine.networks import BertLayer, randomize\n"
+        "from workbench.engine.models.networks import BertLayer, randomize\n"
         "def small():\n    return randomize(BertLayer(32, 4, 64), 5)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     program = export_factory("mymodels:small", {"data": (1, 8, 32)})
@@ -308,7 +308,7 @@ def test_replay_checks_an_imported_model_against_its_own_framework(tmp_path, kin
 
 def test_replay_fails_when_the_framework_disagrees(tmp_path, monkeypatch, capsys):
     from workbench import __main__ as cli
-    from workbench.engine import replay as replay_module
+    from workbench.engine.session import artifacts as replay_module
 
     path, _, _ = write_model(tmp_path, "Seq1d", "pt2")
     session = new_session(zoo.file_model(str(path))[0])

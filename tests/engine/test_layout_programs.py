@@ -6,11 +6,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench.engine.errors import LayoutError
-from workbench.engine.graph import GraphBuilder
-from workbench.engine.book import LayoutBook
-from workbench.engine.keys import apply_layout, current
-from workbench.engine.program import make_program
+from workbench.engine.base.errors import LayoutError
+from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.keys import apply_layout, current
+from workbench.engine.build.program import make_program
 
 TARGET = {"kind": "llvm", "num-cores": 2}
 

@@ -11,14 +11,14 @@ import tvm
 from tvm import te
 from tvm.script import tirx as T
 
-from workbench.engine import ceilings as ceil_mod
-from workbench.engine.ceilings import Ceilings, format_ceilings, get_ceilings
-from workbench.engine.targets import resolve_target
-from workbench.engine.counters import kernel_counters, perf_counters, perf_unavailable
-from workbench.engine.footprint import profile_kernel
-from workbench.engine.graph import GraphBuilder
-from workbench.engine.program import make_program
-from workbench.engine.roofline import RooflinePoint, compulsory_bytes, kernel_point, reference_points
+from workbench.engine.measure import ceilings as ceil_mod
+from workbench.engine.measure.ceilings import Ceilings, format_ceilings, get_ceilings
+from workbench.engine.build.targets import resolve_target
+from workbench.engine.measure.counters import kernel_counters, perf_counters, perf_unavailable
+from workbench.engine.measure.footprint import profile_kernel
+from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.build.program import make_program
+from workbench.engine.measure.roofline import RooflinePoint, compulsory_bytes, kernel_point, reference_points
 from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.roofline import roofline_figure
 

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from workbench.engine.replay import replay_to
-from workbench.engine.session import new_session, replay
-from workbench.engine.step import Step
-from workbench.engine.timing import Stats, compare
+from workbench.engine.session.artifacts import replay_to
+from workbench.engine.session.session import new_session, replay
+from workbench.engine.base.step import Step
+from workbench.engine.base.timing import Stats, compare
 from workbench.engine.tuning.records import plain
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.errors import LoopError
-from workbench.engine.expert.simple import rows_steps
-from workbench.engine.policy import analytic_steps
-from workbench.engine.graph import GraphBuilder
-from workbench.engine.loops import apply_steps, list_blocks, list_loops
-from workbench.engine.program import make_program
+from workbench.engine.base.errors import LoopError
+from workbench.engine.schedules.simple import rows_steps
+from workbench.engine.schedules.policy import analytic_steps
+from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.loops.primitives import apply_steps, list_blocks, list_loops
+from workbench.engine.build.program import make_program
 
 HOST = {"kind": "llvm", "num-cores": 2}
 

@@ -15,15 +15,15 @@ import pytest
 import tvm
 from tvm import tirx
 
-from workbench.engine import zoo
-from workbench.engine.errors import GraphError
-from workbench.engine.graph import GraphBuilder
-from workbench.engine.book import LayoutBook
-from workbench.engine.keys import apply_actions
-from workbench.engine.presets import preset_actions
-from workbench.engine.loops import list_blocks, list_loops, walk_nest
-from workbench.engine.ops import tconv_executed_macs
-from workbench.engine.program import make_program
+from workbench.engine.models import zoo
+from workbench.engine.base.errors import GraphError
+from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.loops.primitives import list_blocks, list_loops, walk_nest
+from workbench.engine.ir.ops import tconv_executed_macs
+from workbench.engine.build.program import make_program
 
 torch = pytest.importorskip("torch")
 TARGET = {"kind": "llvm", "num-cores": 2}

@@ -9,10 +9,10 @@ import networkx as nx
 import pytest
 
 from tests.viz.test_figures import residual_chain
-from workbench.engine import zoo
-from workbench.engine.book import LayoutBook
-from workbench.engine.graph import GraphBuilder
-from workbench.engine.propagate import plan_layouts
+from workbench.engine.models import zoo
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.layout.propagate import plan_layouts
 from workbench.viz.blocks import collapse_blocks, find_blocks
 from workbench.viz.graph import display_graph, graph_figure
 
@@ -20,7 +20,7 @@ from workbench.viz.graph import display_graph, graph_figure
 @pytest.fixture(scope="module")
 def states():
     """The app's state of each network (a fresh session, replayed): what the Graph page draws."""
-    from workbench.engine.session import new_session, replay
+    from workbench.engine.session.session import new_session, replay
 
     return {m: replay(new_session(m)) for m in ("resnet18", "mobilenet_v2")}
 

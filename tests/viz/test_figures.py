@@ -7,13 +7,13 @@ from collections import defaultdict
 
 import pytest
 
-from workbench.engine import zoo
-from workbench.engine.ceilings import Ceilings, Yardstick
-from workbench.engine.book import LayoutBook
-from workbench.engine.graph import GraphBuilder
-from workbench.engine.keys import apply_actions, apply_layout
-from workbench.engine.presets import preset_actions
-from workbench.engine.propagate import plan_layouts
+from workbench.engine.models import zoo
+from workbench.engine.measure.ceilings import Ceilings, Yardstick
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.layout.keys import apply_actions, apply_layout
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.layout.propagate import plan_layouts
 from workbench.viz.blocks import find_blocks
 from workbench.viz.graph import FIT, chart_width, collapse_kernels, display_graph, graph_figure
 from workbench.viz.kernels import latency_bars_figure
@@ -459,7 +459,7 @@ def test_the_trial_table_numbers_measurements_as_the_curves_do():
 def test_the_tuning_result_lists_only_tuned_kernels_and_what_applying_adds():
     """The joint stage on r18_stem: one tuned step (conv, with its layout) and the pad kernel's
     analytic schedule as loop actions: one tuned kernel, no "nan ms"."""
-    from workbench.engine.step import Step
+    from workbench.engine.base.step import Step
     from workbench.viz.tuning import result_text, tuned_kernels
 
     layout = {"kind": "layout", "tensor": "conv", "preset": "alt_tiled", "params": {"ot": 16}}
@@ -494,7 +494,7 @@ def test_log_axes_carry_readable_ticks():
 def test_collapsed_blocks_are_named_by_their_module():
     """MobileNet-V2's repeated inverted residuals collapse into nodes named after the module each
     was written as (``features.5``), the structure and occurrence kept in the hover."""
-    from workbench.engine.graph_view import op_modules
+    from workbench.engine.session.graph_panel import op_modules
     from workbench.viz.drawn import block_labels
 
     g, plan = _plan("mobilenet_v2")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.viz.test_figures import _fit_scale, residual_chain
-from workbench.engine.book import LayoutBook
-from workbench.engine.propagate import plan_layouts
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.propagate import plan_layouts
 from workbench.viz.fold import COLUMN_GAP, fold_geometry, folded
 from workbench.viz.geometry import MARGIN, graph_geometry
 from workbench.viz.graph import FIT, chart_width, display_graph, graph_figure

@@ -8,9 +8,9 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from workbench.engine.ceilings import Ceilings
-from workbench.engine.footprint import BufferFootprint, Level, Profile
-from workbench.engine.roofline import RooflinePoint
+from workbench.engine.measure.ceilings import Ceilings
+from workbench.engine.measure.footprint import BufferFootprint, Level, Profile
+from workbench.engine.measure.roofline import RooflinePoint
 from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.kernels import latency_bars_figure
 from workbench.viz.roofline import roofline_figure, roofline_table
@@ -94,7 +94,7 @@ def test_the_library_gemms_labels_sit_apart():
     """Two libraries at one intensity and about one rate: one label below its star, the other above."""
     from dataclasses import replace
 
-    from workbench.engine.ceilings import Yardstick
+    from workbench.engine.measure.ceilings import Yardstick
 
     ceil = replace(CEIL, library=(Yardstick("PyTorch", 2048, 210.0, 2), Yardstick("NumPy", 2048, 205.0, 2)))
     refs = {t.name: t.textposition for t in roofline_figure([], ceil).data if t.legendgroup == "library"}

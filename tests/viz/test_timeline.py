@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.network_time import CONVERSION, Contender, KernelSpan, NetworkTime
-from workbench.engine.timing import Stats
+from workbench.engine.session.network_time import CONVERSION, Contender, KernelSpan, NetworkTime
+from workbench.engine.base.timing import Stats
 from workbench.viz.timeline import CONVERSION as RED
 from workbench.viz.timeline import LANE_PX, by_type_figure, contenders_figure, timeline_figure
 

@@ -7,10 +7,10 @@ import json
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.graph_view import op_details, op_modules
-from workbench.engine.words import plural
-from workbench.pages import _state
-from workbench.pages._network_time import network_time_section
+from workbench.engine.session.graph_panel import op_details, op_modules
+from workbench.engine.base.words import plural
+from workbench.app import state as _state
+from workbench.app.network_view import network_time_section
 from workbench.viz.blocks import MANY_OPS, find_blocks
 from workbench.viz.drawn import block_labels
 from workbench.viz.graph import FIT, chart_width, display_graph, graph_figure, matching_ops

@@ -8,15 +8,15 @@ import math
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.errors import WorkbenchError
-from workbench.engine.step import Step
-from workbench.engine.layout import PRIMITIVES
-from workbench.engine.keys import access_text, apply_actions, apply_layout, current, layout_keys
-from workbench.engine.presets import PRESETS, preset_actions
-from workbench.engine.propagate import plan_layouts
-from workbench.engine.words import plural
-from workbench.pages import _state
-from workbench.pages._forms import FormContext, parse_ints, primitive_form
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.step import Step
+from workbench.engine.layout.primitives import PRIMITIVES
+from workbench.engine.layout.keys import access_text, apply_actions, apply_layout, current, layout_keys
+from workbench.engine.layout.presets import PRESETS, preset_actions
+from workbench.engine.layout.propagate import plan_layouts
+from workbench.engine.base.words import plural
+from workbench.app import state as _state
+from workbench.app.forms import FormContext, parse_ints, primitive_form
 
 st.title("Layouts")
 state = _state.state()

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.loopargs import default_arguments, form_blocks, split_waste
-from workbench.engine.loops import PRIMITIVES, diff, script
-from workbench.engine.step import Step
-from workbench.engine.views import nest_view
-from workbench.engine.words import plural
-from workbench.engine.errors import WorkbenchError
-from workbench.pages import _code, _state
-from workbench.pages._forms import FormContext, picked_arguments, primitive_form, widget_key
+from workbench.engine.loops.args import default_arguments, form_blocks, split_waste
+from workbench.engine.loops.primitives import PRIMITIVES, diff, script
+from workbench.engine.base.step import Step
+from workbench.engine.session.kernel_views import nest_view
+from workbench.engine.base.words import plural
+from workbench.engine.base.errors import WorkbenchError
+from workbench.app import code_view as _code, state as _state
+from workbench.app.forms import FormContext, picked_arguments, primitive_form, widget_key
 
 #: the most steps of a conversion's analytic schedule shown unfolded
 _SHORT_SCHEDULE = 12

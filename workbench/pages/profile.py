@@ -13,16 +13,16 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.ceilings import get_ceilings
-from workbench.engine.conversions import conversion_rates
-from workbench.engine.counters import EVENTS
-from workbench.engine import words
-from workbench.engine.errors import WorkbenchError
-from workbench.engine.roofline import program_points
-from workbench.engine.session import list_sessions, load_state, safe_path
+from workbench.engine.measure.ceilings import get_ceilings
+from workbench.engine.measure.conversion_rates import conversion_rates
+from workbench.engine.measure.counters import EVENTS
+from workbench.engine.base import words
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.measure.roofline import program_points
+from workbench.engine.session.session import list_sessions, load_state, safe_path
 from workbench.engine.tuning.progress import read_progress, summarize_progress
-from workbench.engine.views import cache_profile as kernel_cache_profile, state_counters
-from workbench.pages import _state
+from workbench.engine.session.kernel_views import cache_profile as kernel_cache_profile, state_counters
+from workbench.app import state as _state
 from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.kernels import latency_bars_figure
 from workbench.viz.legend import short_name

@@ -6,15 +6,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from workbench.engine import zoo
-from workbench.engine.errors import WorkbenchError
-from workbench.engine.export import export_zip
-from workbench.engine.frontend import MAX_MODEL_MB, parse_input, store_upload
-from workbench.engine.session import (MAX_SESSION_MB, dumps, list_sessions, load_state, loads_state, new_session,
-                                      replay, safe_path, save)
-from workbench.engine.tuning.worker import Job, replay_job_spec, start_job
-from workbench.engine.words import plural
-from workbench.pages import _state
+from workbench.engine.models import zoo
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.session.export import export_zip
+from workbench.engine.models.frontend import MAX_MODEL_MB, parse_input, store_upload
+from workbench.engine.session.session import MAX_SESSION_MB, dumps, list_sessions, load_state, loads_state, new_session, replay, safe_path, save
+from workbench.engine.tuning.jobs.worker import Job, replay_job_spec, start_job
+from workbench.engine.base.words import plural
+from workbench.app import state as _state
 
 st.title("Sessions")
 state = _state.state()

@@ -10,18 +10,18 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.errors import TuneError, WorkbenchError
-from workbench.engine.session import State
-from workbench.engine.tuning.applied import Applied, before_state, kernel_changes, load_applied, record_applied
-from workbench.engine.tuning.baselines import speedup_rows
+from workbench.engine.base.errors import TuneError, WorkbenchError
+from workbench.engine.session.session import State
+from workbench.engine.tuning.jobs.applied import Applied, before_state, kernel_changes, load_applied, record_applied
+from workbench.engine.tuning.jobs.baselines import speedup_rows
 from workbench.engine.tuning.options import TuneOptions
-from workbench.engine.tuning.partial import partial_reason
+from workbench.engine.tuning.jobs.partial import partial_reason
 from workbench.engine.tuning.progress import pace, summarize_progress
 from workbench.engine.tuning.stages import joint_shares
 from workbench.engine.tuning.rpc import RpcConfig
-from workbench.engine.tuning.worker import Job, baselines_job_spec, session_job_spec, start_job
-from workbench.pages import _state
-from workbench.engine.words import plural
+from workbench.engine.tuning.jobs.worker import Job, baselines_job_spec, session_job_spec, start_job
+from workbench.app import state as _state
+from workbench.engine.base.words import plural
 from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure, result_text, trial_table
 
 st.title("Auto-tuning")

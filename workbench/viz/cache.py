@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from workbench.engine import words
+from workbench.engine.base import words
 
 from .axes import log_axis
 from .legend import LEGEND_BELOW, short_name
 
 if TYPE_CHECKING:
-    from workbench.engine.ceilings import Ceilings
-    from workbench.engine.footprint import Profile
+    from workbench.engine.measure.ceilings import Ceilings
+    from workbench.engine.measure.footprint import Profile
 
 __all__ = ["footprint_figure", "misses_figure"]
 

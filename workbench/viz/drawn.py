@@ -19,8 +19,8 @@ import networkx as nx
 from workbench.viz import blocks
 
 if TYPE_CHECKING:  # engine types, for readers only
-    from workbench.engine.graph import Graph
-    from workbench.engine.propagate import Plan
+    from workbench.engine.ir.graph import Graph
+    from workbench.engine.layout.propagate import Plan
 
 __all__ = ["KIND_COLOURS", "SYMBOLS", "DIAMONDS", "display_graph", "collapse_kernels", "matching_ops", "node_text",
            "edge_text", "kernel_title", "block_labels", "label_blocks"]

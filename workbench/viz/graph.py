@@ -31,8 +31,8 @@ from workbench.viz.geometry import (DIAMOND, EDGE_FONT, FONT, MARGIN, NODE_FONT,
 from workbench.viz.labels import DrawnTexts, drawn_texts
 
 if TYPE_CHECKING:  # engine types, for readers only
-    from workbench.engine.graph import Graph
-    from workbench.engine.propagate import Plan
+    from workbench.engine.ir.graph import Graph
+    from workbench.engine.layout.propagate import Plan
 
 __all__ = ["FIT", "KIND_COLOURS", "Box", "GraphGeometry", "chart_width", "collapse_kernels", "display_graph",
            "graph_figure", "graph_geometry", "matching_ops", "text_size"]

@@ -23,8 +23,8 @@ from .axes import log_axis
 from .legend import LEGEND_BELOW, hover_lines, short_name
 
 if TYPE_CHECKING:
-    from workbench.engine.ceilings import Ceilings
-    from workbench.engine.roofline import RooflinePoint
+    from workbench.engine.measure.ceilings import Ceilings
+    from workbench.engine.measure.roofline import RooflinePoint
 
 __all__ = ["KEY_COLUMNS", "roofline_figure", "roofline_table"]
 

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from .drawn import KIND_COLOURS
 
 if TYPE_CHECKING:  # engine types, for readers only
-    from workbench.engine.network_time import NetworkTime
+    from workbench.engine.session.network_time import NetworkTime
 
 __all__ = ["LANE_PX", "timeline_figure", "by_type_figure", "contenders_figure"]
 

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import plotly.graph_objects as go
 
-from workbench.engine.words import plural
+from workbench.engine.base.words import plural
 from .axes import log_axis
 from .legend import LEGEND_BELOW
 
 if TYPE_CHECKING:
-    from workbench.engine.step import Step
+    from workbench.engine.base.step import Step
 
 __all__ = ["best_so_far", "program_so_far", "measurement_numbers", "tuning_curves_figure", "progress_figure",
            "candidates_figure", "candidate_scores", "trial_table", "tuned_kernels", "result_text", "layout_params",
@@ -330,7 +330,7 @@ def result_text(steps: Sequence[Step]) -> str:
     more than schedules of tuned kernels: their layouts travel in the tuned step, and the kernels
     it does not tune (a pad, a pool) get a schedule of their own as loop actions.
 
-    >>> from workbench.engine.step import Step
+    >>> from workbench.engine.base.step import Step
     >>> conv = Step.make("tuned", "conv", "tuned", stage="joint+loop", trace=[], latency_ms=0.6276, measurements=6,
     ...                  layouts=[{"kind": "layout", "tensor": "conv", "preset": "alt_tiled", "params": {}}])
     >>> pad = [Step.make("loop", "pad", p, block="pad") for p in ("reorder", "fuse", "parallel", "vectorize")]

@@ -7,9 +7,9 @@ usage: PYTHONPATH=. python benchmarks/results/2026-11-26-borders/orders.py ROUND
 import sys
 import numpy as np
 from benchmarks.paired_setup import target_and_args, timed_in_turn
-from workbench.engine.convbench import CASES, case_conversions
-from workbench.engine.expert.convert import conversion_steps
-from workbench.engine.loops import loop_step
+from workbench.bench.conversions import CASES, case_conversions
+from workbench.engine.schedules.conversion.steps import conversion_steps
+from workbench.engine.loops.primitives import loop_step
 T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0]); CASE = args[1] if len(args) > 1 else "alt_stem_14x2_it1"
 case = [c for c in CASES if c.name == CASE][0]

@@ -5,15 +5,15 @@ batch 1 (the conversions a single op pays).
 usage: PYTHONPATH=. python benchmarks/results/2026-11-26-borders/paired.py ROUNDS [--mcpu X]"""
 import sys, math
 import numpy as np
-import workbench.engine.expert.convert as new
+import workbench.engine.schedules.conversion.steps as new
 from benchmarks.paired_setup import old_convert, target_and_args, timed_in_turn
-from workbench.engine.convbench import CASES, case_conversions
-from workbench.engine.errors import LayoutError
-from workbench.engine.bench import load_suite, workload_graph
-from workbench.engine.book import LayoutBook
-from workbench.engine.keys import apply_actions
-from workbench.engine.presets import PRESETS, preset_actions
-from workbench.engine.program import make_program
+from workbench.bench.conversions import CASES, case_conversions
+from workbench.engine.base.errors import LayoutError
+from workbench.bench.suite import load_suite, workload_graph
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.layout.presets import PRESETS, preset_actions
+from workbench.engine.build.program import make_program
 old = old_convert("da2847b")  # the schedule before the borders were cut
 T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0])

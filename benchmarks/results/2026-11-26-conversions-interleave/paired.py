@@ -4,14 +4,14 @@ in turn with a copy. usage: PYTHONPATH=. python paired.py ROUNDS [--mcpu X] [--r
 import sys, math
 sys.path.insert(0, "benchmarks")
 import numpy as np
-import workbench.engine.expert.convert as new
+import workbench.engine.schedules.conversion.steps as new
 from paired_setup import old_convert, target_and_args, timed_in_turn
-from workbench.engine.convbench import CASES, case_conversions
-from workbench.engine.bench import load_suite, workload_graph
-from workbench.engine.book import LayoutBook
-from workbench.engine.keys import apply_actions
-from workbench.engine.presets import preset_actions
-from workbench.engine.program import make_program
+from workbench.bench.conversions import CASES, case_conversions
+from workbench.bench.suite import load_suite, workload_graph
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.build.program import make_program
 REV = next((a.split("=")[1] for a in sys.argv if a.startswith("--rev=")), "HEAD"); sys.argv = [a for a in sys.argv if not a.startswith("--rev=")]
 old = old_convert(REV)
 T, args = target_and_args(sys.argv[1:])

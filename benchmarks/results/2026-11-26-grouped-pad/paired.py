@@ -7,23 +7,23 @@ usage: PYTHONPATH=. python benchmarks/results/2026-11-26-grouped-pad/paired.py R
 of ``2026-11-27-stack``)"""
 import sys
 import numpy as np
-import workbench.engine.expert.tiling as new
+import workbench.engine.schedules.tiling.steps as new
 from benchmarks.paired_setup import old_module, target_and_args
-from workbench.engine.bench import call_timer
-from workbench.engine.book import LayoutBook
-from workbench.engine.ceilings import cache_info
-from workbench.engine.convbench import _compile, _random_args
-from workbench.engine.graph import GraphBuilder
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.keys import apply_actions
-from workbench.engine.loops import apply_steps
-from workbench.engine.presets import preset_actions
-from workbench.engine.program import make_program
-from workbench.engine.targets import use_all_cores, vector_unit
+from workbench.bench.suite import call_timer
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.measure.ceilings import cache_info
+from workbench.bench.conversions import _compile, _random_args
+from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.loops.primitives import apply_steps
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.build.program import make_program
+from workbench.engine.build.targets import use_all_cores, vector_unit
 T, args = target_and_args(sys.argv[1:])
 REV = args.pop(args.index("--rev") + 1) if "--rev" in args else "3342633"
 args = [a for a in args if a != "--rev"]
-old = old_module("workbench.engine.expert.tiling", REV)
+old = old_module("workbench.engine.schedules.tiling.steps", REV)
 ROUNDS = int(args[0])
 use_all_cores()
 unit, l1 = vector_unit(T), cache_info()[0].get("L1d", 32768)

@@ -6,13 +6,13 @@ import sys, math, json
 from pathlib import Path
 import numpy as np
 from benchmarks.paired_setup import target_and_args
-from workbench.engine.expert.convert import conversion_steps
-from workbench.engine.convbench import CASES, case_conversions, _compile, _random_args
-from workbench.engine.loops import apply_steps
-from workbench.engine.ceilings import stream_copy
-from workbench.engine.bench import call_timer
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.step import Step
+from workbench.engine.schedules.conversion.steps import conversion_steps
+from workbench.bench.conversions import CASES, case_conversions, _compile, _random_args
+from workbench.engine.loops.primitives import apply_steps
+from workbench.engine.measure.ceilings import stream_copy
+from workbench.bench.suite import call_timer
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.base.step import Step
 T, args = target_and_args(sys.argv[1:])
 ROUNDS, CASE, KERNEL = int(args[0]), args[1], args[2]
 VARIANTS = json.loads((Path(__file__).parent / "st_var.json").read_text())[CASE + ("_avx2" if T.get("mcpu") == "haswell" else "")]

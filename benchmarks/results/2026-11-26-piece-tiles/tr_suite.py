@@ -3,16 +3,16 @@
 usage: PYTHONPATH=. python benchmarks/results/2026-11-26-piece-tiles/tr_suite.py ROUNDS [--mcpu X]"""
 import sys, math
 import numpy as np
-import workbench.engine.expert.convert as new
+import workbench.engine.schedules.conversion.steps as new
 from benchmarks.paired_setup import old_convert, target_and_args
-from workbench.engine.convbench import ConversionCase, case_conversions, _compile, _random_args
-from workbench.engine.loops import apply_steps
-from workbench.engine.bench import call_timer, load_suite, workload_graph
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.book import LayoutBook
-from workbench.engine.keys import apply_actions
-from workbench.engine.presets import preset_actions
-from workbench.engine.program import make_program
+from workbench.bench.conversions import ConversionCase, case_conversions, _compile, _random_args
+from workbench.engine.loops.primitives import apply_steps
+from workbench.bench.suite import call_timer, load_suite, workload_graph
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.build.program import make_program
 old = old_convert("59150aa")  # the schedule before a8f9e76
 T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0])

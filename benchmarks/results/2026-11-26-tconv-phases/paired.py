@@ -4,20 +4,20 @@ data and timed in turn with the other.
 usage: PYTHONPATH=. python benchmarks/results/2026-11-26-tconv-phases/paired.py ROUNDS [--mcpu X]"""
 import sys
 import numpy as np
-import workbench.engine.expert.tiling as new
-import workbench.engine.presets as new_presets
+import workbench.engine.schedules.tiling.steps as new
+import workbench.engine.layout.presets as new_presets
 from benchmarks.paired_setup import old_module, target_and_args
-from workbench.engine.bench import call_timer, load_suite, workload_graph
-from workbench.engine.book import LayoutBook
-from workbench.engine.ceilings import cache_info
-from workbench.engine.convbench import _compile, _random_args
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.keys import apply_actions
-from workbench.engine.loops import apply_steps
-from workbench.engine.program import make_program
-from workbench.engine.targets import use_all_cores, vector_unit
-old = old_module("workbench.engine.expert.tiling", "3342633")
-old_presets = old_module("workbench.engine.presets", "3342633")
+from workbench.bench.suite import call_timer, load_suite, workload_graph
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.measure.ceilings import cache_info
+from workbench.bench.conversions import _compile, _random_args
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.loops.primitives import apply_steps
+from workbench.engine.build.program import make_program
+from workbench.engine.build.targets import use_all_cores, vector_unit
+old = old_module("workbench.engine.schedules.tiling.steps", "3342633")
+old_presets = old_module("workbench.engine.layout.presets", "3342633")
 T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0])
 use_all_cores()

@@ -2,13 +2,13 @@
 usage: PYTHONPATH=. python benchmarks/results/2026-11-26-transpose-blocks/paired.py ROUNDS [--mcpu X] [case ...]"""
 import sys, math, os
 import numpy as np
-import workbench.engine.expert.convert as new
+import workbench.engine.schedules.conversion.steps as new
 from benchmarks.paired_setup import old_convert, target_and_args
-from workbench.engine.convbench import ConversionCase, case_conversions, _compile, _random_args
-from workbench.engine.loops import apply_steps
-from workbench.engine.ceilings import stream_copy
-from workbench.engine.bench import call_timer
-from workbench.engine.interleave import interleaved_samples
+from workbench.bench.conversions import ConversionCase, case_conversions, _compile, _random_args
+from workbench.engine.loops.primitives import apply_steps
+from workbench.engine.measure.ceilings import stream_copy
+from workbench.bench.suite import call_timer
+from workbench.engine.base.interleave import interleaved_samples
 old = old_convert("6577ba1^")  # the study ran with 6577ba1 not yet committed: HEAD was its parent
 T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0]); names = args[1:]  # --bench: the conversions benchmark's cases instead
@@ -23,7 +23,7 @@ CASES = [
     ConversionCase("nhwc_small", (1, 64, 56, 56), 64, 3, 1, 1, "channels_last"),
 ]
 if "--bench" in names:
-    from workbench.engine.convbench import CASES
+    from workbench.bench.conversions import CASES
     names = [n for n in names if n != "--bench"]
 rng = np.random.default_rng(0)
 for case in CASES:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.engine import bench
-from workbench.engine.book import LayoutBook
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.keys import apply_actions
-from workbench.engine.presets import preset_actions
-from workbench.engine.targets import DEFAULT_TARGET, use_all_cores
+from workbench.bench import suite as bench
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.build.targets import DEFAULT_TARGET, use_all_cores
 
 here = Path(__file__).parent
 use_all_cores()

@@ -6,18 +6,18 @@ import sys
 import numpy as np
 import tvm
 from benchmarks.paired_setup import target_and_args
-from workbench.engine import codegen
-from workbench.engine.bench import call_timer, load_suite, workload_graph
-from workbench.engine.book import LayoutBook
-from workbench.engine.convbench import _random_args
-from workbench.engine.expert import expert_steps
-from workbench.engine.expert.convert import conversion_steps
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.keys import apply_actions
-from workbench.engine.loops import apply_steps
-from workbench.engine.presets import preset_actions
-from workbench.engine.program import make_program
-from workbench.engine.targets import target_from, use_all_cores
+from workbench.engine.build import codegen
+from workbench.bench.suite import call_timer, load_suite, workload_graph
+from workbench.engine.layout.book import LayoutBook
+from workbench.bench.conversions import _random_args
+from workbench.engine.schedules.expert import expert_steps
+from workbench.engine.schedules.conversion.steps import conversion_steps
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.loops.primitives import apply_steps
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.build.program import make_program
+from workbench.engine.build.targets import target_from, use_all_cores
 
 T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0])
@@ -33,7 +33,7 @@ def build(func, pipeline):
 
 def kernels():
     if "--networks" in args:  # the built-in networks on their default layouts, each kernel once
-        from workbench.engine import zoo
+        from workbench.engine.models import zoo
         for net in ("resnet18", "mobilenet_v2", "bert_layer"):
             prog = make_program(zoo.load(net))
             for k, f in prog.funcs.items():

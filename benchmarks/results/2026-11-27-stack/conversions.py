@@ -8,11 +8,11 @@ import sys
 import numpy as np
 
 from benchmarks.paired_setup import stack_moves, stack_timers, target_and_args
-from workbench.engine.bench import call_timer
-from workbench.engine.ceilings import stream_copy
-from workbench.engine.convbench import CASES, _compile, _random_args, case_conversions
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.targets import use_all_cores
+from workbench.bench.suite import call_timer
+from workbench.engine.measure.ceilings import stream_copy
+from workbench.bench.conversions import CASES, _compile, _random_args, case_conversions
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.build.targets import use_all_cores
 
 T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0])

@@ -7,15 +7,15 @@ import sys
 import numpy as np
 
 from benchmarks.paired_setup import stack_moves, stack_timers, target_and_args
-from workbench.engine.bench import load_suite, workload_graph
-from workbench.engine.book import LayoutBook
-from workbench.engine.expert import expert_steps
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.keys import apply_actions
-from workbench.engine.loops import apply_steps
-from workbench.engine.presets import preset_actions
-from workbench.engine.program import make_program
-from workbench.engine.targets import use_all_cores
+from workbench.bench.suite import load_suite, workload_graph
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.schedules.expert import expert_steps
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.loops.primitives import apply_steps
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.build.program import make_program
+from workbench.engine.build.targets import use_all_cores
 
 T, args = target_and_args(sys.argv[1:])
 ROUNDS = int(args[0])

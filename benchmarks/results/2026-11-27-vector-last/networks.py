@@ -5,13 +5,13 @@ import os
 import sys
 sys.path.insert(0, "benchmarks")
 from paired_setup import old_module
-import workbench.engine.expert.tiling as new
-from workbench.engine import zoo
-from workbench.engine.program import make_program
-from workbench.engine.expert.tiling import main_block
-from workbench.engine.ceilings import cache_info
-from workbench.engine.targets import vector_unit, DEFAULT_TARGET
-old = old_module("workbench.engine.expert.tiling", os.environ.get("REV", "7f0d79d"))
+import workbench.engine.schedules.tiling.steps as new
+from workbench.engine.models import zoo
+from workbench.engine.build.program import make_program
+from workbench.engine.schedules.tiling.steps import main_block
+from workbench.engine.measure.ceilings import cache_info
+from workbench.engine.build.targets import vector_unit, DEFAULT_TARGET
+old = old_module("workbench.engine.schedules.tiling.steps", os.environ.get("REV", "7f0d79d"))
 for mcpu in (None, "haswell"):
     T = dict(DEFAULT_TARGET, **({"mcpu": mcpu} if mcpu else {}))
     unit, l1 = vector_unit(T), cache_info()[0].get("L1d", 32768)

@@ -7,19 +7,19 @@ import sys
 sys.path.insert(0, "benchmarks")
 import numpy as np
 from paired_setup import old_module, target_and_args
-import workbench.engine.expert.tiling as new
-from workbench.engine.bench import load_suite, workload_graph, call_timer
-from workbench.engine.book import LayoutBook
-from workbench.engine.ceilings import cache_info
-from workbench.engine.convbench import _compile, _random_args
-from workbench.engine.expert.tiling import main_block
-from workbench.engine.interleave import interleaved_samples
-from workbench.engine.keys import apply_actions
-from workbench.engine.loops import apply_steps
-from workbench.engine.presets import preset_actions
-from workbench.engine.program import make_program
-from workbench.engine.targets import vector_unit, use_all_cores
-old = old_module("workbench.engine.expert.tiling", os.environ.get("REV", "7f0d79d"))
+import workbench.engine.schedules.tiling.steps as new
+from workbench.bench.suite import load_suite, workload_graph, call_timer
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.measure.ceilings import cache_info
+from workbench.bench.conversions import _compile, _random_args
+from workbench.engine.schedules.tiling.steps import main_block
+from workbench.engine.base.interleave import interleaved_samples
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.loops.primitives import apply_steps
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.build.program import make_program
+from workbench.engine.build.targets import vector_unit, use_all_cores
+old = old_module("workbench.engine.schedules.tiling.steps", os.environ.get("REV", "7f0d79d"))
 T, args = target_and_args(sys.argv[1:]); ROUNDS = int(args[0])
 use_all_cores()
 unit, l1 = vector_unit(T), cache_info()[0].get("L1d", 32768)

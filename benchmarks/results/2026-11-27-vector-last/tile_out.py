@@ -2,15 +2,15 @@
 usage: PYTHONPATH=. python benchmarks/results/2026-11-27-vector-last/tile_out.py WORKLOAD 'tiles' ot it [rounds]"""
 import sys, json
 import numpy as np
-from workbench.engine.bench import load_suite, workload_graph
-from workbench.engine.book import LayoutBook
-from workbench.engine.keys import apply_actions
-from workbench.engine.presets import preset_actions
-from workbench.engine.program import make_program
-from workbench.engine.expert import expert_steps
-from workbench.engine.expert.convert import scheduled_conversions
-from workbench.engine.loops import apply_steps
-from workbench.engine.targets import DEFAULT_TARGET
+from workbench.bench.suite import load_suite, workload_graph
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.layout.presets import preset_actions
+from workbench.engine.build.program import make_program
+from workbench.engine.schedules.expert import expert_steps
+from workbench.engine.schedules.conversion.steps import scheduled_conversions
+from workbench.engine.loops.primitives import apply_steps
+from workbench.engine.build.targets import DEFAULT_TARGET
 T = dict(DEFAULT_TARGET)
 w = next(w for w in load_suite("benchmarks/suite.json") if w.name == sys.argv[1])
 g, op = workload_graph(w)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine.session import new_session
+from workbench.engine.session.session import new_session
 from workbench.engine.tuning.options import TuneOptions
-from workbench.engine.tuning.worker import JobQueue, session_job_spec, start_job
+from workbench.engine.tuning.jobs.worker import JobQueue, session_job_spec, start_job
 
 BUDGET = 4  # gmm's joint share: round(4 * 0.75) = 3 candidates of one measurement each, then 1 loop-only
 FRACTION = 0.75

@@ -4,15 +4,15 @@ import random
 
 import pytest
 
-from workbench.engine import zoo
-from workbench.engine.errors import TuneError
-from workbench.engine.book import LayoutBook
-from workbench.engine.keys import apply_actions
-from workbench.engine.loops import apply_trace_json
-from workbench.engine.program import make_program
-from workbench.engine.targets import DEFAULT_TARGET
-from workbench.engine.step import Step
-from workbench.engine.conversions import conversion_bytes
+from workbench.engine.models import zoo
+from workbench.engine.base.errors import TuneError
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.keys import apply_actions
+from workbench.engine.loops.primitives import apply_trace_json
+from workbench.engine.build.program import make_program
+from workbench.engine.build.targets import DEFAULT_TARGET
+from workbench.engine.base.step import Step
+from workbench.engine.measure.conversion_rates import conversion_bytes
 from workbench.engine.tuning import joint
 from workbench.engine.tuning.joint import Candidate, ConversionCosts, JointResult, _pick, joint_tune, layout_space
 from workbench.engine.tuning.options import TuneOptions
@@ -54,7 +54,7 @@ def test_a_transposed_convs_tiles_hold_whole_pairs_of_stride_phases():
 
 
 def test_a_transposed_conv_keeps_every_tile_along_a_dim_of_stride_1():
-    from workbench.engine.graph import GraphBuilder
+    from workbench.engine.ir.graph import GraphBuilder
 
     b = GraphBuilder("t")
     x = b.input("data", (1, 8, 8, 14), "NCHW")

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tvm
 
-from workbench.engine.errors import TuneError
-from workbench.engine.targets import DEFAULT_TARGET as TARGET
+from workbench.engine.base.errors import TuneError
+from workbench.engine.build.targets import DEFAULT_TARGET as TARGET
 from workbench.engine.tuning.loop import tune_loops
 from workbench.engine.tuning.options import TuneOptions
 from workbench.engine.tuning.progress import read_progress
@@ -67,8 +67,8 @@ def test_bad_requests_are_refused(tmp_path, mm_task):
 
 
 def test_the_expert_seed_is_measured_first_and_nothing_returned_is_slower(tmp_path, mm_task):
-    from workbench.engine.expert import expert_steps
-    from workbench.engine.loops import apply_steps
+    from workbench.engine.schedules.expert import expert_steps
+    from workbench.engine.loops.primitives import apply_steps
     from workbench.engine.tuning.progress import _trace_id
 
     prog = tmp_path / "progress.jsonl"

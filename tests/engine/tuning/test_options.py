@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.engine.errors import TuneError
+from workbench.engine.base.errors import TuneError
 from workbench.engine.tuning.options import TuneOptions, budget_shares
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench.engine.errors import TuneError
+from workbench.engine.base.errors import TuneError
 from workbench.engine.tuning.records import TuneResult, TuneTask
 
 

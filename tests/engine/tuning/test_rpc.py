@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from workbench.engine.errors import TuneError
-from workbench.engine.targets import DEFAULT_TARGET as TARGET
+from workbench.engine.base.errors import TuneError
+from workbench.engine.build.targets import DEFAULT_TARGET as TARGET
 from workbench.engine.tuning.loop import tune_loops
 from workbench.engine.tuning.options import TuneOptions
 from workbench.engine.tuning.progress import read_progress

@@ -16,7 +16,7 @@ import tvm.s_tir.meta_schedule as ms
 from tvm import s_tir
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-from workbench.engine.targets import DEFAULT_TARGET, target_from
+from workbench.engine.build.targets import DEFAULT_TARGET, target_from
 from .conftest import matmul
 from workbench.engine.tuning import runner as runner_mod
 from workbench.engine.tuning.runner import EVALUATOR, InProcessRunner

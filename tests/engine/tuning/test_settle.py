@@ -6,10 +6,10 @@ network, its seeds and its start is kept."""
 import tvm_ffi
 import pytest
 
-from workbench.engine.errors import TuneWarning
-from workbench.engine.loops import apply_trace_json
-from workbench.engine.session import dumps, loads, new_session, replay
-from workbench.engine.step import Step
+from workbench.engine.base.errors import TuneWarning
+from workbench.engine.loops.primitives import apply_trace_json
+from workbench.engine.session.session import dumps, loads, new_session, replay
+from workbench.engine.base.step import Step
 from workbench.engine.tuning.check import KernelCheck, check_kernels, check_state, slow_kernels, tuned_figures
 from workbench.engine.tuning.database import best_record, open_database
 from workbench.engine.tuning.options import TuneOptions
@@ -110,7 +110,7 @@ def test_more_budget_never_returns_a_slower_network_than_its_seeds(tmp_path):
 def test_a_session_jobs_report_says_which_kernels_run_slower_than_measured(tmp_path):
     import json
 
-    from workbench.engine.tuning.worker import Job
+    from workbench.engine.tuning.jobs.worker import Job
 
     job = Job(tmp_path, 0, 0.0)
     assert job.network_report() == []  # before the end

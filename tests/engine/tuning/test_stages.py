@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from workbench.engine.errors import SessionError, TuneError
-from workbench.engine.session import dumps, loads, new_session, replay
-from workbench.engine.step import Step
+from workbench.engine.base.errors import SessionError, TuneError
+from workbench.engine.session.session import dumps, loads, new_session, replay
+from workbench.engine.base.step import Step
 from workbench.engine.tuning.options import TuneOptions
 from workbench.engine.tuning.stages import tune_session
 
@@ -57,7 +57,7 @@ def _twin_convs(path):
 
 
 def test_ops_with_equal_kernels_are_tuned_once_and_share_the_result(tmp_path):
-    from workbench.engine import zoo
+    from workbench.engine.models import zoo
     from workbench.engine.tuning.stages import joint_shares, twin_groups
 
     spec, _ = zoo.file_model(str(_twin_convs(tmp_path / "twins.onnx")))
@@ -98,7 +98,7 @@ def _pool_convs(path):
 
 
 def test_a_network_tuned_jointly_computes_what_it_computed_before(tmp_path):
-    from workbench.engine import zoo
+    from workbench.engine.models import zoo
 
     spec, _ = zoo.file_model(str(_pool_convs(tmp_path / "pool_convs.onnx")))
     session = new_session(spec)
@@ -114,7 +114,7 @@ def test_a_schedule_with_wrong_results_is_not_used_and_the_next_one_is(tmp_path)
     """TVM's reverse_compute_at of an epilogue that writes a zero halo drops the halo's border
     (it reads no tile): a kernel that forgets outputs. Such a schedule is refused with a warning
     and the next way (here the expert schedule) is taken."""
-    from workbench.engine.errors import TuneWarning
+    from workbench.engine.base.errors import TuneWarning
     from workbench.engine.tuning.apply import expert_attempt as _expert, first_correct as _first_correct
 
     state = replay(new_session("r18_block"))

@@ -68,7 +68,7 @@ def test_importing_every_engine_module_patches_nothing_and_the_start_up_restores
     report = probe("workbench.engine.*", then)
     expected = {"workbench.engine." + p.relative_to(ENGINE).with_suffix("").as_posix().replace("/", ".")
                 for p in ENGINE.rglob("*.py") if p.name != "__init__.py"}
-    assert expected <= set(report["modules"]) and "workbench.engine.tuning.worker" in expected
+    assert expected <= set(report["modules"]) and "workbench.engine.tuning.jobs.worker" in expected
     assert report["on_import"] == [] and not report["intrinsics_on_import"]
     assert report["after"] == [] and report["intrinsics_after"]
 

@@ -17,7 +17,7 @@ Modules, lowest first (each imports only those above it, plus the engine's own m
 - ``partial``: the best so far of a run that ended before its result;
 - ``baselines``: a result timed against its starting schedule, expert schedule and PyTorch / NumPy;
 - ``applied``: a result applied to a tab's session, and the session before it (Undo);
-- ``worker``: tuning and replay jobs in separate processes (``python -m workbench.engine.tuning.worker``),
+- ``worker``: tuning and replay jobs in separate processes (``python -m workbench.engine.tuning.jobs.worker``),
   queued machine-wide and owned by the browser tab that started them.
 
 Importing any of them patches nothing global (``tests/engine/tuning/test_startup.py``).

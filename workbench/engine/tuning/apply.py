@@ -13,10 +13,10 @@ from typing import Callable, Mapping
 
 import tvm_ffi
 
-from ..agreement import disagreement
-from ..errors import TuneWarning, WorkbenchError
-from ..policy import in_order
-from ..session import State
+from ..build.agreement import disagreement
+from ..base.errors import TuneWarning, WorkbenchError
+from ..schedules.policy import in_order
+from ..session.session import State
 
 __all__ = ["Attempt", "first_correct", "expert_attempt", "layout_attempt", "same_kernel", "complex_kernels",
            "equal_groups"]

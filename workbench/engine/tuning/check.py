@@ -13,7 +13,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..session import State
+from ..session.session import State
 
 __all__ = ["SLOWER", "KernelCheck", "tuned_figures", "kernel_times", "check_kernels", "check_state", "slow_kernels"]
 

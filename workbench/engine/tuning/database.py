@@ -9,7 +9,7 @@ from typing import Any
 import tvm
 import tvm.s_tir.meta_schedule as ms
 
-from ..errors import TuneError
+from ..base.errors import TuneError
 from .progress import repair_jsonl
 from .records import TuneResult, TuneTask, latency_ms, plain, short_error
 

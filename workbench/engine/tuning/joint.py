@@ -28,18 +28,18 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tvm_ffi
 
-from ..errors import TuneError, WorkbenchError
-from ..ops import per_dim
-from ..graph import Graph
-from ..book import LayoutBook
-from ..keys import apply_actions
-from ..presets import preset_actions
-from ..program import Program, make_program
-from ..ceilings import copy_bandwidth
-from ..conversions import conversion_bytes
-from ..expert.bandwidth import conversion_ms
-from ..step import Step
-from ..targets import vector_unit
+from ..base.errors import TuneError, WorkbenchError
+from ..ir.ops import per_dim
+from ..ir.graph import Graph
+from ..layout.book import LayoutBook
+from ..layout.keys import apply_actions
+from ..layout.presets import preset_actions
+from ..build.program import Program, make_program
+from ..measure.ceilings import copy_bandwidth
+from ..measure.conversion_rates import conversion_bytes
+from ..schedules.conversion.bandwidth import conversion_ms
+from ..base.step import Step
+from ..build.targets import vector_unit
 from .loop import tune_loops
 from .options import TuneOptions
 from .records import TuneTask, renamed_trace

@@ -18,8 +18,8 @@ from typing import Any, Sequence
 import tvm
 import tvm.s_tir.meta_schedule as ms
 
-from ..errors import BuildError, TuneError
-from ..targets import target_from
+from ..base.errors import BuildError, TuneError
+from ..build.targets import target_from
 from .database import best_record, open_database, task_result
 from .options import TuneOptions, budget_shares
 from .progress import ProgressWriter, repair_jsonl

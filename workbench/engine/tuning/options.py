@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import TuneError
+from ..base.errors import TuneError
 from .rpc import RpcConfig
 
 __all__ = ["BUILD_TIMEOUT_S", "SEARCHES", "TuneOptions", "budget_shares"]
@@ -65,7 +65,7 @@ class TuneOptions:
     >>> TuneOptions(search="greedy")
     Traceback (most recent call last):
     ...
-    workbench.engine.errors.TuneError: search must be 'model' or 'random', got 'greedy'
+    workbench.engine.base.errors.TuneError: search must be 'model' or 'random', got 'greedy'
     """
 
     rpc: RpcConfig | None = None

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-from ..words import duration, plural
+from ..base.words import duration, plural
 from .eta import smoothed_eta
 from .records import latency_ms, plain, short_error
 

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import tvm
 
-from ..errors import TuneError
+from ..base.errors import TuneError
 
 __all__ = ["TuneTask", "TuneResult", "plain", "latency_ms", "short_error", "renamed_trace"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import tvm.s_tir.meta_schedule as ms
 
-from ..errors import TuneError
+from ..base.errors import TuneError
 from .startup import import_tensor_intrinsics
 
 __all__ = ["RpcConfig"]
@@ -41,7 +41,7 @@ class RpcConfig:
         >>> RpcConfig.parse("127.0.0.1:local")
         Traceback (most recent call last):
         ...
-        workbench.engine.errors.TuneError: an RPC address is HOST:PORT:KEY (e.g. 127.0.0.1:9190:local), got '127.0.0.1:local'
+        workbench.engine.base.errors.TuneError: an RPC address is HOST:PORT:KEY (e.g. 127.0.0.1:9190:local), got '127.0.0.1:local'
         """
         text = str(text).strip()
         parts = text.rsplit(":", 2)

@@ -20,7 +20,7 @@ import tvm
 import tvm.s_tir.meta_schedule as ms
 from tvm.ir.utils import derived_object
 
-from .. import codegen
+from ..build import codegen
 from .options import BUILD_TIMEOUT_S
 from .records import short_error
 from .rpc import RpcConfig

@@ -18,9 +18,9 @@ from typing import Any, Mapping
 import tvm
 import tvm.s_tir.meta_schedule as ms
 
-from ..errors import WorkbenchError
-from ..loops import apply_steps, apply_trace_json
-from ..policy import analytic_steps
+from ..base.errors import WorkbenchError
+from ..loops.primitives import apply_steps, apply_trace_json
+from ..schedules.policy import analytic_steps
 from .progress import ProgressWriter
 from .records import TuneTask
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..loops import list_blocks
-from ..session import State
-from ..step import Step
+from ..loops.primitives import list_blocks
+from ..session.session import State
+from ..base.step import Step
 from .apply import complex_kernels, equal_groups, expert_attempt, first_correct, same_kernel
 from .loop import tune_loops
 from .options import TuneOptions

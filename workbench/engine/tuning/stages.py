@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import TuneError, TuneWarning
-from ..interleave import call_timer, remeasure
-from ..loops import list_blocks
-from ..session import Session, State, replay
-from ..step import Step
-from ..targets import vector_unit
+from ..base.errors import TuneError, TuneWarning
+from ..base.interleave import call_timer, remeasure
+from ..loops.primitives import list_blocks
+from ..session.session import Session, State, replay
+from ..base.step import Step
+from ..build.targets import vector_unit
 from .apply import complex_kernels, equal_groups, expert_attempt, first_correct, layout_attempt
 from .check import KernelCheck, check_state, slow_kernels
 from .joint import Candidate, JointResult, candidates_scored, joint_tune, layout_space

@@ -70,7 +70,7 @@ def import_tensor_intrinsics() -> None:
     at once). Also the initializer of TVM's build and run worker pools: ``LocalBuilder`` imports
     them in every build worker, inside the build timeout, and restarts its workers every batch;
     there it also registers our build function and TIR pipeline (``codegen``)."""
-    from .. import codegen  # noqa: F401 - registers codegen.BUILD_CANDIDATE and codegen.PIPELINE
+    from ..build import codegen  # noqa: F401 - registers codegen.BUILD_CANDIDATE and codegen.PIPELINE
 
     if _TENSOR_INTRIN in sys.modules:
         return

@@ -1,0 +1,37 @@
+"""The register tile of the expert template (``expert.tile_plan.plan``) on given vector units:
+where rows slide along a reduction loop, and how many rows share a gathered vector."""
+
+from tests.engine.schedules.graphs import conv_graph, depthwise_graph
+from workbench.engine.schedules.tiling.analysis import analyse
+from workbench.engine.schedules.tiling.plan import plan
+from workbench.engine.schedules.tiling.steps import _example
+from workbench.engine.build.program import make_program
+from workbench.engine.build.targets import VectorUnit
+
+
+def test_a_tile_slides_only_where_its_window_fits_and_the_strides_agree() -> None:
+    """28-wide rows: on AVX-512 (32 registers) 7 rows slide over 3 taps; on AVX2 (16 registers)
+    the window of rows does not fit, and 2 rows load their own. At stride 2 (input row 2h + kh)
+    rows and taps share nothing."""
+    func = make_program(depthwise_graph(28)[0]).funcs["conv"]
+    avx512 = plan(analyse(func), VectorUnit(16, 32, True, "AVX-512"), 32768)
+    avx2 = plan(analyse(func), VectorUnit(8, 16, True, "AVX2"), 32768)
+    assert (avx512.slide, avx512.rows) == ("rk0", 7)
+    assert (avx2.slide, avx2.rows) == (None, 2)
+    strided = make_program(depthwise_graph(56, stride=2)[0]).funcs["conv"]
+    assert all(plan(analyse(strided), unit, 32768).slide is None
+               for unit in (VectorUnit(16, 32, True, "AVX-512"), VectorUnit(8, 16, True, "AVX2")))
+
+
+def test_a_stride_2_conv_shares_each_gathered_vector_among_many_output_channels() -> None:
+    """On NCHW a stride-2 conv's vector along the output width gathers its input every other
+    float; the output channels share each such vector, so the tile takes one vector and as many
+    channels as fit, dividing them: 16 of 128 on AVX-512, 8 on AVX2. A GEMM whose B is contiguous
+    along the vector keeps its two-dimensional tile."""
+    func = make_program(conv_graph(2, 16, 128, 29, 3, stride=2)[0]).funcs["conv"]
+    avx512 = plan(analyse(func), VectorUnit(16, 32, True, "AVX-512"), 32768)
+    avx2 = plan(analyse(func), VectorUnit(8, 16, True, "AVX2"), 32768)
+    assert (avx512.rows_loop, avx512.nvec, avx512.rows) == ("i1", 1, 16)
+    assert (avx2.rows_loop, avx2.nvec, avx2.rows) == ("i1", 1, 8)
+    gemm = plan(analyse(_example(64)[0]), VectorUnit(8, 16, True, "AVX2"), 32768)
+    assert gemm.nvec > 1  # contiguous B: several vectors per row, not one shared by many rows

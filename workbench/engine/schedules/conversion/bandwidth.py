@@ -1,0 +1,71 @@
+"""A conversion kernel timed on this machine: ``conversion_ms`` builds it (after its analytic
+schedule, ``convert.conversion_steps``, by default) and times it on random data;
+``conversion_bandwidth`` rates it against the machine's copy bandwidth (STREAM's copy,
+``ceilings.copy_gbs``)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import tvm
+from tvm import tirx
+
+from ...build import codegen
+from ...measure.ceilings import get_ceilings
+from ...loops.primitives import apply_steps
+from ...base.step import Step
+from .steps import conversion_steps
+
+__all__ = ["Bandwidth", "conversion_bandwidth", "conversion_ms"]
+
+@dataclass(frozen=True)
+class Bandwidth:
+    """A conversion kernel's measured rate: bytes read + written per second, against the copy
+    bandwidth of the machine (``ceilings.copy_gbs``)."""
+
+    kernel: str
+    bytes: int
+    ms: float
+    gbs: float
+    copy_gbs: float
+
+    @property
+    def of_copy(self) -> float:
+        """The fraction of the STREAM copy bandwidth reached (1.0 = as fast as a copy)."""
+        return self.gbs / self.copy_gbs if self.copy_gbs > 0 else 0.0
+
+
+def conversion_ms(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | None = None,
+                  kernel: str = "conversion", min_s: float = 0.2) -> tuple[float, int]:
+    """Build ``func`` (after ``steps``; default ``conversion_steps``) and time it on random data:
+    the best of 5 repeats of at least ``min_s`` / 5 seconds each, in ms, and the bytes its
+    buffers hold (every input read once, every output written once)."""
+    steps = conversion_steps(func, kernel, target) if steps is None else steps
+    sch = apply_steps(func, steps)
+    lib = codegen.compile(tvm.IRModule({"main": sch.mod["main"]}), target).jit()
+    rng = np.random.default_rng(0)
+    host = [rng.random([int(n) for n in p.shape], dtype=np.float32) for p in func.params]
+    nbytes = sum(x.nbytes for x in host)
+    args = [tvm.runtime.tensor(x) for x in host]
+    fn = lib["main"]
+    fn(*args)  # warm-up
+    t0 = time.perf_counter()
+    fn(*args)
+    one = max(time.perf_counter() - t0, 1e-6)
+    number = max(1, int(min_s / 5 / one))
+    ev = lib.time_evaluator("main", tvm.cpu(), number=number, repeat=5)
+    return min(float(x) for x in ev(*args).results) * 1e3, nbytes
+
+
+def conversion_bandwidth(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | None = None,
+                         kernel: str = "conversion", min_s: float = 0.2) -> Bandwidth:
+    """``conversion_ms``'s timing as a rate, compared with the copy bandwidth of ``target`` on
+    this machine (``ceilings.get_ceilings``, measured once).
+
+    Bytes = every input buffer read once + every output buffer written once: an unfold's halo
+    is counted once on the read side (what the source holds) and in full on the write side."""
+    ms, nbytes = conversion_ms(func, target, steps, kernel, min_s)
+    return Bandwidth(kernel, nbytes, ms, nbytes / ms / 1e6, get_ceilings(target).copy_gbs)
