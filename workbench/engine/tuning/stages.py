@@ -18,10 +18,10 @@ from ..base.errors import TuneError, TuneWarning
 from ..base.interleave import call_timer, remeasure
 from ..loops.primitives import list_blocks
 from ..session.session import Session, State, replay
-from ..base.step import Step
 from ..build.targets import vector_unit
 from .apply import complex_kernels, equal_groups, expert_attempt, first_correct, layout_attempt
 from .check import KernelCheck, check_state, slow_kernels
+from .jobs.partial import loop_results_applied
 from .joint import Candidate, JointResult, candidates_scored, joint_tune, layout_space
 from .loop import tune_loops
 from .options import TuneOptions, budget_shares
@@ -247,12 +247,7 @@ def _loop(state: State, budget: int, work_dir: Path, options: TuneOptions, measu
     tasks = [TuneTask(k.name, prog.funcs[k.name], max(prog.flops.get(k.name, 0), 1)) for k in prog.plan.kernels]
     results = tune_loops(tasks, state.session.target, work_dir / "loop", budget, options, stage="loop",
                          measurers=measurers)
-    for name, r in results.items():
-        if r.best_ms is not None:
-            step = Step.make("tuned", name, "tuned", stage="loop", trace=r.trace, latency_ms=r.best_ms,
-                             measurements=r.measurements)
-            state = first_correct(state, name, {"tuned": lambda s, step=step: s.push(step)})
-    return state
+    return loop_results_applied(state, results)
 
 
 def time_states(states: Mapping[str, State], rounds: int = 5) -> dict[str, float]:
