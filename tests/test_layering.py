@@ -209,6 +209,7 @@ LAYERS = [
     "workbench.engine.tuning",     # MetaSchedule, the joint tuner, tuning jobs
     "workbench.viz",
     "workbench.bench",
+    "workbench.cli",
     "workbench.__main__",
     "workbench.app",
     "workbench.pages",

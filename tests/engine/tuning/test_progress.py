@@ -64,7 +64,7 @@ def test_the_sum_is_over_tasks_and_bounded_by_their_bests(pairs):
 def test_the_cli_bar_shows_the_summary(tmp_path):
     from tqdm import tqdm
 
-    from workbench.__main__ import _follow
+    from workbench.cli.tune import _follow
 
     path = tmp_path / "progress.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in [_row("pad", 0.001), _row("conv", 0.4)]))
