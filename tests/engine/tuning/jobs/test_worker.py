@@ -14,11 +14,14 @@ import tvm
 
 from workbench.engine.base.errors import TuneError
 from workbench.engine.build.targets import DEFAULT_TARGET as TARGET
-from workbench.engine.session.session import new_session
+from workbench.engine.base.step import Step
+from workbench.engine.session.session import load, new_session, replay
 from workbench.engine.tuning.options import TuneOptions
 from workbench.engine.tuning.rpc import RpcConfig
-from workbench.engine.session.session import load
-from workbench.engine.tuning.jobs.worker import Job, JobQueue, job_spec, replay_job_spec, session_job_spec, start_job, tasks_from_spec
+from workbench.engine.tuning.jobs.worker import (Job, JobQueue, baselines_job_spec, job_spec, replay_job_spec, run_job,
+                                                 session_job_spec, start_job, tasks_from_spec)
+
+from tests.engine.tuning.job_helpers import job_folder, rows
 
 C1D = Path(__file__).resolve().parents[4] / "sessions" / "c1d.json"  # a replay of a few seconds
 
@@ -173,3 +176,53 @@ def test_the_job_limit_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("ALT_WORKBENCH_MAX_JOBS", "0")
     with pytest.raises(TuneError, match="ALT_WORKBENCH_MAX_JOBS must be a positive number"):
         JobQueue.at(tmp_path)
+
+
+########## Replays: once per result ##########
+
+@pytest.fixture
+def replays(monkeypatch) -> list[str]:
+    """The sessions replayed from here on (their keys), counted at ``session.replay``."""
+    from workbench.engine.session import session as session_module
+
+    real, seen = session_module.replay, []
+    monkeypatch.setattr(session_module, "replay", lambda s: seen.append(s.key()) or real(s))
+    return seen
+
+
+def _tuned(start, latency_ms: float):
+    return replay(start).push(Step.make("tuned", "conv", "tuned", stage="loop", trace=[[], []], latency_ms=latency_ms))
+
+
+def test_a_result_is_replayed_once_until_a_new_one_replaces_it(tmp_path, replays):
+    start = new_session("r18_stem")
+    tuned = _tuned(start, 0.5)
+    job = job_folder(tmp_path / "job", start, "loop", rows("conv", [0.5]), owner="tab",
+                     result={"session": tuned.session.to_json(), "network": {}})
+    replays.clear()
+    first = job.tuned_state("tab")
+    again = Job.attach(job.dir).tuned_state("tab")  # the page's next rerun attaches to the job anew
+    assert first is again and first.session.key() == tuned.session.key() and replays == [tuned.session.key()]
+    newer = _tuned(start, 0.4)  # a new run in the same folder
+    (job.dir / "result.json").write_text(json.dumps({"session": newer.session.to_json(), "network": {}}))
+    replays.clear()
+    assert job.tuned_state("tab").session.key() == newer.session.key() and replays == [newer.session.key()]
+
+
+def test_a_baselines_job_replays_the_start_and_the_result_once_each(tmp_path, replays, monkeypatch):
+    from workbench.engine.tuning.jobs import baselines
+
+    start = new_session("r18_stem")
+    tuned = _tuned(start, 0.5)
+    job = job_folder(tmp_path / "job", start, "loop", rows("conv", [0.5]),
+                     result={"session": tuned.session.to_json(), "network": {}})
+    timed = []
+    monkeypatch.setattr(baselines, "measure_baselines", lambda a, b: timed.append((a, b)) or [])
+    (job.dir / "baselines").mkdir()
+    (job.dir / "baselines" / "spec.json").write_text(json.dumps(baselines_job_spec(job)))
+    replays.clear()
+    run_job(job.dir / "baselines")
+    assert sorted(replays) == sorted([start.key(), tuned.session.key()])
+    ((a, b),) = timed
+    assert (a.session.key(), b.session.key()) == (start.key(), tuned.session.key())
+    assert json.loads((job.dir / "baselines" / "result.json").read_text())["baselines"] == []

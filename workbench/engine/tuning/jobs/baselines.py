@@ -211,11 +211,13 @@ class BaselinesReport:
     error: str = ""
 
 
-def report_json(start: Session, tuned: Session) -> dict:
+def report_json(start: Session | State, tuned: Session | State) -> dict:
     """``measure_baselines`` of ``tuned`` (a tuning's result) against ``start`` (the session it
-    started from), as the keys a job's result takes: ``baselines``, or ``baselines_error``."""
+    started from), as the keys a job's result takes: ``baselines``, or ``baselines_error``. A
+    session is replayed here (its failure is the report's error); a state is used as it is."""
     try:
-        return {"baselines": [k.to_json() for k in measure_baselines(replay(start), replay(tuned))]}
+        states = [s if isinstance(s, State) else replay(s) for s in (start, tuned)]
+        return {"baselines": [k.to_json() for k in measure_baselines(*states)]}
     except Exception as e:  # noqa: BLE001 - the tuning's result stands without its baselines
         return {"baselines_error": str(e) if isinstance(e, WorkbenchError) else f"{type(e).__name__}: {e}"}
 

@@ -46,6 +46,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -133,9 +134,11 @@ def _rpc_text(options: TuneOptions) -> str | None:
 
 
 def _session_from_spec(spec: dict) -> Any:
-    from ...session.session import loads
+    """The spec's session, its structure checked: ``start_job`` replayed it in the caller
+    (``_check_spec``), and whatever uses it replays it once more, so a second replay here is waste."""
+    from ...session.session import parse
 
-    return loads(json.dumps(spec.get("session")))
+    return parse(json.dumps(spec.get("session")))
 
 
 def tasks_from_spec(spec: dict) -> list[TuneTask]:
@@ -172,7 +175,9 @@ def _check_spec(spec: dict) -> None:
     if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
         raise TuneError(f"not a job spec (format must be {SPEC_FORMAT!r})")
     if spec.get("kind") in ("session", "replay"):
-        _session_from_spec(spec)
+        from ...session.session import loads
+
+        loads(json.dumps(spec.get("session")))  # a full replay: a bad step is named here, not in the worker's log
     elif spec.get("kind") != "baselines":  # its tuning job's folder holds what it reads
         tasks_from_spec(spec)
     _rpc(spec)
@@ -461,14 +466,13 @@ class Job:
 
     def tuned_state(self, owner: str | None = None) -> Any:
         """The tuned session a session job wrote when it finished, replayed (a ``session.State``;
-        None before that), for its ``owner`` only: this is what a tab applies."""
+        None before that), for its ``owner`` only: this is what a tab applies. Replayed once per
+        result and process: the page asks on every rerun."""
         self._check_owner(owner, "apply")
         data = _read_json(self.dir / "result.json")
         if not isinstance(data, dict) or "session" not in data:
             return None
-        from ...session.session import loads_state
-
-        return loads_state(json.dumps(data["session"]))
+        return _replayed(self.dir, json.dumps(data["session"], sort_keys=True))
 
     def partial_result(self, owner: str | None = None) -> Any:
         """The best so far of a session job that ended without its result (a
@@ -539,6 +543,30 @@ class Job:
                 raise TuneError(f"the {self.kind} job {self.pid} in {self.dir} did not stop")
         shutil.rmtree(self.dir / "tmp", ignore_errors=True)
         return self.status()
+
+
+# (job folder, hash of its result's session) -> the tuned state: a new result in the folder replays again
+_TUNED: dict[tuple[str, str], Any] = {}
+_TUNED_KEPT = 8  # a state holds its kernels' TIR: keep only the latest few (about one per open tab)
+_TUNED_LOCK = threading.Lock()  # the app's sessions rerun in threads of one process
+
+
+def _replayed(job_dir: Path, text: str) -> Any:
+    """The session file ``text`` of ``job_dir``'s result, replayed (``loads_state``) once."""
+    key = (str(job_dir.resolve()), hashlib.sha256(text.encode()).hexdigest())
+    with _TUNED_LOCK:
+        state = _TUNED.pop(key, None)
+        if state is not None:
+            _TUNED[key] = state  # the most recently used last
+            return state
+    from ...session.session import loads_state
+
+    state = loads_state(text)
+    with _TUNED_LOCK:
+        _TUNED[key] = state
+        while len(_TUNED) > _TUNED_KEPT:
+            _TUNED.pop(next(iter(_TUNED)))
+    return state
 
 
 def start_job(spec: dict, job_dir: Path, *, owner: str | None = None, queue: JobQueue | None = None) -> Job:
@@ -627,8 +655,8 @@ def run_job(job_dir: Path) -> dict[str, TuneResult]:
         tuned = None if of is None else of.tuned_state(of.owner) or getattr(of.partial_result(of.owner), "state", None)
         if tuned is None:
             raise TuneError(f"the tuning job in {spec['of']} has no result to time against its baselines")
-        _write_json(job_dir / "result.json", {**report_json(_session_from_spec(_read_json(of.dir / "spec.json")),
-                                                            tuned.session), "started": spec.get("started")})
+        start = _session_from_spec(_read_json(of.dir / "spec.json"))
+        _write_json(job_dir / "result.json", {**report_json(start, tuned), "started": spec.get("started")})
         return {}
     from ..loop import tune_loops
 
