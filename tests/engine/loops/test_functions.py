@@ -1,61 +1,21 @@
 """The loop primitives as functions: each one on a `before` kernel, its outline after, its numerics,
-and the very schedule apply_step gives for the same step; outline on its own."""
+the very schedule apply_step gives for the same step, and the same refusal."""
 
 from __future__ import annotations
 
 import inspect
 from textwrap import dedent
-from typing import Callable, NamedTuple
 
-import numpy as np
 import pytest
-import tvm
-from tvm import s_tir, te
 
-from workbench.engine.loops import functions as schedule
+from tests.engine.loops.kernels import EXAMPLES, check_numerics
 from workbench.engine.base.errors import LoopError
-from workbench.engine.loops.primitives import PRIMITIVES, apply_step, list_loops, loop_step, script, trace_json
-from workbench.engine.loops.functions import cache_read, cache_write, compute_at, decompose_reduction, fuse, outline, parallel, reorder, split, unroll, vectorize
-
-TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
-
-
-class Kernel(NamedTuple):
-    func: tvm.tirx.PrimFunc
-    inputs: list[tuple[int, ...]]
-    ref: Callable[..., np.ndarray]
-
-
-def _double() -> Kernel:
-    A = te.placeholder((64,), name="A")
-    B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
-    return Kernel(te.create_prim_func([A, B]), [(64,)], lambda a: a * 2)
-
-
-def _chain() -> Kernel:
-    X = te.placeholder((16, 16), name="X")
-    Y = te.compute((16, 16), lambda i, j: X[i, j] * 2.0, name="Y")
-    Z = te.compute((16, 16), lambda i, j: Y[i, j] + 1.0, name="Z")
-    return Kernel(te.create_prim_func([X, Z]), [(16, 16)], lambda x: x * 2 + 1)
-
-
-def _matmul() -> Kernel:
-    A, B = te.placeholder((16, 16), name="A"), te.placeholder((16, 16), name="B")
-    k = te.reduce_axis((0, 16), "k")
-    C = te.compute((16, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return Kernel(te.create_prim_func([A, B, C]), [(16, 16), (16, 16)], lambda a, b: a @ b)
-
-
-KERNELS = {"double": _double(), "chain": _chain(), "matmul": _matmul()}
-
-
-def _run(kernel: Kernel, sch: s_tir.Schedule, rng: np.random.Generator) -> None:
-    """Build the scheduled kernel and compare it with NumPy on random data."""
-    xs = [rng.random(s, dtype="float32") + 0.5 for s in kernel.inputs]
-    want = kernel.ref(*xs)
-    args = [tvm.runtime.tensor(x) for x in xs] + [tvm.runtime.tensor(np.zeros_like(want))]
-    tvm.compile(sch.mod, target=TARGET).jit()["main"](*args)
-    np.testing.assert_allclose(args[-1].numpy(), want, rtol=1e-5)
+from workbench.engine.loops import functions
+from workbench.engine.loops.apply import apply_step
+from workbench.engine.loops.nest import script
+from workbench.engine.loops.outline import outline
+from workbench.engine.loops.specs import PRIMITIVES, loop_step
+from workbench.engine.loops.trace import trace_json
 
 
 def _text(s: str) -> str:
@@ -169,98 +129,77 @@ A[i_j_fused // 16, k] * B[k, i_j_fused % 16]"""),
 @pytest.mark.parametrize("name", list(CASES))
 def test_primitive_gives_the_outline_keeps_numerics_and_is_apply_step(name, rng):
     kname, args, expected = CASES[name]
-    kernel = KERNELS[kname]
+    kernel = EXAMPLES[kname]
     before = script(kernel.func)
-    sch = getattr(schedule, name)(kernel.func, **args)
+    sch = getattr(functions, name)(kernel.func, **args)
     assert outline(sch) == _text(expected)
-    _run(kernel, sch, rng)
+    check_numerics(kernel, sch, rng, rtol=1e-5)
     same = apply_step(kernel.func, loop_step(name, **args))
     assert script(sch) == script(same) and trace_json(sch) == trace_json(same)
     assert script(kernel.func) == before
 
 
-def test_one_function_per_primitive_taking_its_spec_arguments():
-    assert set(CASES) == set(PRIMITIVES) and set(schedule.__all__) == set(PRIMITIVES) | {"outline"}
+def test_one_function_per_primitive_taking_its_spec_arguments_with_an_example():
+    assert set(CASES) == set(REFUSALS) == set(PRIMITIVES) and set(functions.__all__) == set(PRIMITIVES) | {"outline"}
     for name, spec in PRIMITIVES.items():
-        fn = getattr(schedule, name)
+        fn = getattr(functions, name)
         params = inspect.signature(fn).parameters
         assert list(params) == ["func_or_sch", *spec.args], name
         assert {k: p.default for k, p in params.items() if p.default is not p.empty} == spec.defaults, name
-        doc = inspect.getdoc(fn)
-        for section in ("Parameters", "Returns", "Raises", "Examples"):
-            assert f"\n{section}\n" in doc, (name, section)
-        assert f">>> print(outline({name}(" in doc and "LoopError: " in doc, name
+        assert f">>> print(outline({name}(" in inspect.getdoc(fn), name
 
 
-def test_refusal_is_apply_steps_and_leaves_the_input_alone():
-    func = KERNELS["matmul"].func
+REFUSALS = {  # primitive: (before kernel, its arguments, the LoopError's message)
+    "split": ("double", dict(block="B", loop="i", factors=[3, 16]),
+              "split(block='B', loop='i', factors=[3, 16]): split factors [3, 16] multiply to 48 but loop 'i' has "
+              "extent 64"),
+    "loop_partition": ("double", dict(block="B", loop="i", factors=[1, 64]),
+                       "loop_partition(block='B', loop='i', factors=[1, 64]): loop_partition counts [1, 64] add up to "
+                       "65 but loop 'i' has extent 64"),
+    "reorder": ("matmul", dict(block="C", loops=["i", "i"]),
+                "reorder(block='C', loops=['i', 'i']): a loop is named twice in ['i', 'i']"),
+    "fuse": ("matmul", dict(block="C", loops=["i", "k"]),
+             "fuse(block='C', loops=['i', 'k']): fuse needs 2 or more consecutive loops, outermost first; got ['i', 'k']"),
+    "vectorize": ("matmul", dict(block="C", loop="k"),
+                  "vectorize(block='C', loop='k'): loop 'k' feeds a reduction iterator of block 'C': only spatial "
+                  "loops can be vectorized"),
+    "unroll": ("double", dict(block="B", loop="j"), "unroll(block='B', loop='j'): block 'B' has no loop 'j'; its loops: i"),
+    "parallel": ("matmul", dict(block="C", loop="k"),
+                 "parallel(block='C', loop='k'): loop 'k' feeds a reduction iterator of block 'C': only spatial loops "
+                 "can be parallel"),
+    "cache_read": ("matmul", dict(block="C", read_index=2),
+                   "cache_read(block='C', read_index=2, scope='global'): read_index 2 is out of range: block 'C' has 2 "
+                   "read buffer(s): A, B"),
+    "cache_write": ("double", dict(block="B", write_index=1),
+                    "cache_write(block='B', write_index=1, scope='global'): write_index 1 is out of range: block 'B' "
+                    "has 1 written buffer(s): B"),
+    "compute_at": ("chain", dict(block="Z", target_block="Y", loop="i"),
+                   "compute_at(block='Z', target_block='Y', loop='i'): TVM refused: The block 'Z' is an output block"),
+    "reverse_compute_at": ("chain", dict(block="Z", target_block="Z", loop="i"),
+                           "reverse_compute_at(block='Z', target_block='Z', loop='i'): reverse_compute_at moves a block "
+                           "under a loop of another block; both are 'Z'"),
+    "compute_inline": ("matmul", dict(block="C"),
+                       "compute_inline(block='C'): TVM refused: The block has init statement: block 'C'"),
+    "reverse_compute_inline": ("matmul", dict(block="C"),
+                               "reverse_compute_inline(block='C'): TVM refused: The block has init statement: block 'C'"),
+    "decompose_reduction": ("chain", dict(block="Y", loop="i"),
+                            "decompose_reduction(block='Y', loop='i'): TVM refused: The block 'Y' is not a reduction "
+                            "block - it violates condition #1. Definition of a reduction block: 1) The block has the "
+                            "`init` statement"),
+    "transform_layout": ("chain", dict(block="Z", write_index=0, factors=[1, 4], perm=[0, 2, 1]),
+                         "transform_layout(block='Z', write_index=0, factors=[1, 4], perm=[0, 2, 1]): Z is an argument "
+                         "of the kernel: its stored layout is a layout action (transform_layout changes buffers the "
+                         "kernel allocates, such as a cache_write's tile)"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_refusal_is_apply_steps_and_leaves_the_input_alone(name):
+    kname, args, message = REFUSALS[name]
+    func = EXAMPLES[kname].func
     before = script(func)
     with pytest.raises(LoopError) as err:
-        vectorize(func, "C", "k")
+        getattr(functions, name)(func, **args)
     with pytest.raises(LoopError) as same:
-        apply_step(func, loop_step("vectorize", block="C", loop="k"))
-    assert str(err.value) == str(same.value) and script(func) == before
-
-
-########## outline ##########
-
-def test_outline_reads_any_form_of_a_kernel_the_same_way():
-    func = KERNELS["matmul"].func
-    text = outline(func)
-    assert outline(tvm.IRModule({"main": func})) == text == outline(s_tir.Schedule(func)) == outline(func)
-    assert text == _text("""
-        for i in range(16):
-          for j in range(16):
-            for k in range(16):""" + MATMUL_BODY)
-    with pytest.raises(LoopError, match="expected a PrimFunc"):
-        outline("not a function")
-
-
-def test_outline_of_a_full_schedule(rng):
-    kernel = KERNELS["matmul"]
-    sch = reorder(split(kernel.func, "C", "j", [None, 8]), "C", ["k", "j_1"])
-    sch = parallel(fuse(sch, "C", ["i", "j_0"]), "C", "i_j_0_fused")
-    sch = cache_read(sch, "C", 1)
-    sch = compute_at(sch, "B_global", "C", "i_j_0_fused")
-    sch = cache_write(sch, "C", 0)
-    sch = unroll(vectorize(sch, "C", "j_1"), "C", "k")
-    sch = decompose_reduction(sch, "C", "k")
-    assert outline(sch) == _text("""
-        for i_j_0_fused in range(32):  # parallel
-          for ax0 in range(16):
-            for ax1 in range(8):
-              block B_global: B_global[ax0, i_j_0_fused % 2 * 8 + ax1] = B[ax0, i_j_0_fused % 2 * 8 + ax1]
-          for j_1_init in range(8):  # vectorized
-            block C_init: C_global[i_j_0_fused // 2, i_j_0_fused % 2 * 8 + j_1_init] = 0.0
-          for k in range(16):  # unrolled
-            for j_1 in range(8):  # vectorized
-              block C_update: C_global[i_j_0_fused // 2, i_j_0_fused % 2 * 8 + j_1] = \
-C_global[i_j_0_fused // 2, i_j_0_fused % 2 * 8 + j_1] + A[i_j_0_fused // 2, k] * B_global[k, i_j_0_fused % 2 * 8 + j_1]
-        for ax0 in range(16):
-          for ax1 in range(16):
-            block C_global: C[ax0, ax1] = C_global[ax0, ax1]""")
-    _run(kernel, sch, rng)
-
-
-def test_outline_names_loops_as_list_loops_does_in_the_indices_too(rng):
-    kernel = KERNELS["matmul"]
-    sch = cache_read(cache_write(kernel.func, "C", 0), "C_global", 0, "local")
-    sch = compute_at(sch, "C_global_local", "C_global", "ax0")  # a second ax0 under the first
-    assert [lp.name for lp in list_loops(sch, "C_global_local")] == ["ax0", "ax0_1"]
-    assert outline(sch).splitlines()[6:10] == [
-        "for ax0 in range(16):",
-        "  for ax0_1 in range(16):",
-        "    block C_global_local: C_global_local[ax0, ax0_1] = C_global[ax0, ax0_1]",
-        "  for ax1 in range(16):"]
-    _run(kernel, sch, rng)
-
-
-def test_outline_shows_the_predicate_of_an_imperfect_split(rng):
-    kernel = KERNELS["chain"]
-    sch = split(kernel.func, "Z", "j", [None, 5])
-    assert outline(sch).splitlines()[3:] == [
-        "for i in range(16):",
-        "  for j_0 in range(4):",
-        "    for j_1 in range(5):",
-        "      block Z: Z[i, j_0 * 5 + j_1] = Y[i, j_0 * 5 + j_1] + 1.0  # where j_0 * 5 + j_1 < 16"]
-    _run(kernel, sch, rng)
+        apply_step(func, loop_step(name, **args))
+    assert str(err.value) == str(same.value) == message and script(func) == before

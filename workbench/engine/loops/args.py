@@ -14,12 +14,15 @@ import math
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..base.errors import LoopError
-from .primitives import PRIMITIVES, FuncOrSchedule, LoopInfo, apply_step, block_nests, block_writes, free_and_given, list_blocks, list_loops, loop_step
 from ..base.step import Step
+from .apply import apply_step
+from .checks import free_and_given
+from .nest import FuncOrSchedule, LoopInfo, block_nests, block_writes, list_blocks, list_loops
+from .specs import PRIMITIVES, loop_step
 
 __all__ = ["default_arguments", "default_step", "form_blocks", "split_inner", "split_waste"]
 
-#: candidates tried at most per primitive (each is one apply on a copy of the schedule, ~1-5 ms)
+#: candidates tried at most per primitive: each is one apply on a copy of the schedule
 MAX_TRIES = 24
 
 
@@ -81,7 +84,7 @@ def form_blocks(loops: Mapping[str, Sequence[LoopInfo]]) -> list[str]:
     others in program order, a decomposed reduction's ``<name>_init`` last (it only zeroes the
     output; MetaSchedule decomposes every reduction it tunes).
 
-    >>> from workbench.engine.loops.primitives import LoopInfo
+    >>> from workbench.engine.loops.nest import LoopInfo
     >>> loop = lambda b, reduction=False: (LoopInfo(b, "i", 8, "serial", 0, reduction),)
     >>> form_blocks({"conv_init": loop("conv_init"), "conv_update": loop("conv_update", True), "relu": loop("relu")})
     ['conv_update', 'relu', 'conv_init']

@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from tvm import tirx
 
-from .primitives import FuncOrSchedule, block_nests, printed_loop_names
+from .nest import FuncOrSchedule, block_nests, printed_loop_names
 
 __all__ = ["loop_dims"]
 
