@@ -1,48 +1,17 @@
-"""The benchmark behind ``python -m workbench bench``: for each single-operator workload of a
-suite, in one run on one machine, (a) MetaSchedule as TVM ships it (``TVM_DEFAULTS``: no seed,
-XGBoost random for its first 100 measurements, 512 schedules a generation, 64 a batch), loop-only
-on the default layout at a budget of B measurements, (a') the workbench's own loop-only stage on the
-default layout at the same budget: MetaSchedule seeded by the op's expert schedule, with our cost-model
-warm-up and population (what the layouts alone add is the joint tuner's lead over it),
-(b) the joint layout+loop tuner at the same total budget B, (c) the libraries (``library``:
-PyTorch eager in the faster memory format, NumPy for GMM, ``torch.compile``), (e) the op's expert
-schedule on the default layout, alone (the seed the joint tuner and (a') start from), and (f) the
-machine's FMA kernel (``ceilings.peak_call``). Every kernel is checked against the reference
+"""The single-operator benchmark behind ``python -m workbench bench``.
+
+For each workload of a suite, in one run on one machine: (a) MetaSchedule with TVM's own search
+defaults (``TVM_DEFAULTS``), loop-only on the default layout, at a budget of B measurements;
+(a') our loop-only stage (MetaSchedule seeded by the op's expert schedule) at the same budget;
+(b) the joint layout+loop tuner at the same total budget; (c) the libraries (the fastest is
+``library``); (e) the op's expert schedule alone; (f) the machine's FMA kernel, the in-run peak.
+Every kernel is built by the workbench's code generation and checked against the reference
 before its time is reported.
 
-The tuners' figures come from an hour of tuning while the baselines take seconds: a busy moment
-of a shared machine would favour one or the other. So after tuning, the best kernel of each
-tuner and every baseline are measured again, interleaved (``interleave.remeasure``: A B C D,
-A B C D, ... for ``rounds`` rounds, a noisy contender once more, then flagged in ``noisy``).
-The ``*_ms`` columns are those medians, with their relative spreads ((max - min) / median)
-beside them; ``*_tuning_ms`` keep the tuners' own figures.
-
-The peak is measured in the same rounds as the kernels it rates: on a VM the FMA kernel's rate
-moved 2x between processes minutes apart, and a peak cached by another process rated kernels at
-nearly 200%.
-``peak_gflops`` is the FMA kernel's rate from its median in the workload's rounds, and
-``pct_peak`` (the joint kernel's useful FLOP rate against it), ``loop_only_pct_peak`` (the room
-a layout has: at 80% of peak no layout can make the op 1.25x faster) and ``expert_pct_peak`` use
-it. A percentage above 100 says the FMA kernel ran slower than the kernel it rates, not how close
-that kernel comes to the machine: the row is flagged (``noisy`` names ``peak``, ``peak_note``
-says why) and results.md spells it ``over peak (N%)``, never as a plain figure. The machine's
-state (vCPUs, threads per core, clock, load, steal) at the run's start and end goes to
-``machine.json`` (``machine.write_machine``).
-
-Ratios above 1 mean the joint tuner is faster, all from the re-measured medians. The headline is
-``joint_with_conversions_vs_library``: the joint kernel and its layout's conversions, which a
-single op pays, against the fastest library (``library_ms``, named in ``library``); then
-``joint_vs_library``, ``joint_vs_metaschedule = (a)/(b)``, ``joint_vs_loop_only = (a')/(b)``
-and ``joint_vs_torch`` (PyTorch eager alone), each ``joint_with_conversions_vs_*`` beside its
-``joint_vs_*``. A contender that could not be measured is named in ``missing`` with its reason.
-Every kernel, MetaSchedule's included, is built by the workbench's code generation.
-
-The names moved: round 1's ``metaschedule_ms`` was MetaSchedule unseeded (TVM's cost-model
-warm-up and population, batches of 8); from ``6af8529`` (tuning starts from the expert schedules)
-the same name held the seeded run, (a') here, and from ``7f0d79d`` the unseeded one came back as
-``tvm_metaschedule_ms``. Now (a) is ``metaschedule_ms`` and (a') ``loop_only_ms``; an ``--out``
-folder of an older run is refused (its databases and progress lines would resume under the other
-meaning).
+Tuning takes far longer than timing a baseline, so a busy moment of a shared machine would favour
+one side: after tuning, every contender is timed again, interleaved (``interleave.remeasure``);
+the ``*_ms`` columns are those medians. What each column means, and how the names moved:
+benchmarks/README.md, "The suite's columns".
 """
 
 from __future__ import annotations
@@ -51,7 +20,7 @@ import datetime as _dt
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -70,6 +39,7 @@ from workbench.engine.build.program import Built, make_program
 from workbench.engine.measure.ceilings import copy_bandwidth, peak_call, peak_kernel_shape
 from workbench.engine.measure.conversion_rates import conversion_bytes
 from workbench.engine.measure.kernel_time import conversions_timer, evaluator_timer, kernel_timer  # noqa: F401 (the suites')
+from .suite_row import BenchRow, COLUMNS, PCT_PEAK, RATIOS, TITLES, ratio  # noqa: F401 (PCT_PEAK: kept importable here)
 from .tables import fmt, geomean, summary_ratio, write_tables
 from workbench.engine.build.targets import cpu_name, target_cores
 from workbench.engine.base.errors import TuneError
@@ -84,9 +54,8 @@ __all__ = ["Workload", "BenchRow", "Sidecar", "TVM_DEFAULTS", "load_suite", "wor
            "write_results", "machine_name"]
 
 #: the contenders measured again after tuning, in their interleaving order (``joint_conversions``:
-#: the joint layout's conversion kernels, timed here too: timed right after tuning, in its
-#: process, the first kernel ran up to 4x slower, e.g. the stem's unfold 0.12 ms instead of 0.03;
-#: ``peak``: the FMA kernel, whose median rates the others)
+#: the joint layout's conversion kernels, timed here too because right after tuning, in the
+#: tuning's process, they ran slower; ``peak``: the FMA kernel, whose median rates the others)
 CONTENDERS = ("metaschedule", "loop_only", "joint", "joint_conversions", "expert", "peak") + LIBRARIES
 #: MetaSchedule's own search defaults (``ms.tune_tir``): no seed, XGBoost scores at random until it
 #: holds 100 measurements (at budget 128 in batches of 64: every batch), 512 schedules a
@@ -95,35 +64,6 @@ CONTENDERS = ("metaschedule", "loop_only", "joint", "joint_conversions", "expert
 #: seed 0
 TVM_DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(expert_seed=False, warmup_samples=100, population_size=512,
                                                         genetic_num_iters=4, num_trials_per_iter=64))
-#: results.csv's columns (README and hooks read ``joint_vs_*``) and results.md's titles, the
-#: headline ratio first
-TITLES = {"workload": "workload", "op": "op", "budget": "budget",
-          "joint_with_conversions_vs_library": "joint+conversions vs library", "joint_vs_library": "joint vs library",
-          "library": "library", "library_ms": "library ms",
-          "joint_ms": "joint ms", "joint_layout": "joint layout", "joint_conversions_ms": "conversions ms",
-          "metaschedule_ms": "MetaSchedule ms", "loop_only_ms": "loop-only (seeded) ms",
-          "torch_ms": "PyTorch ms", "torch_compile_ms": "torch.compile ms", "numpy_ms": "NumPy ms",
-          "joint_with_conversions_vs_metaschedule": "joint+conversions vs MetaSchedule",
-          "joint_vs_metaschedule": "joint vs MetaSchedule",
-          "joint_with_conversions_vs_loop_only": "joint+conversions vs loop-only",
-          "joint_vs_loop_only": "joint vs loop-only",
-          "joint_vs_torch": "joint vs PyTorch", "expert_ms": "expert ms (no search)",
-          "expert_vs_library": "expert vs library", "expert_vs_torch": "expert vs PyTorch",
-          "pct_peak": "joint % of peak", "loop_only_pct_peak": "loop-only % of peak",
-          "expert_pct_peak": "expert % of peak", "peak_gflops": "peak GFLOP/s (in-run)", "peak_note": "peak note",
-          "joint_s_per_measurement": "joint s / measurement",
-          "joint_conversions_gbs": "conversions GB/s", "joint_conversions_pct_copy": "conversions % of copy",
-          "metaschedule_tuning_ms": "MetaSchedule ms (tuning)", "loop_only_tuning_ms": "loop-only ms (tuning)",
-          "joint_tuning_ms": "joint ms (tuning)", "metaschedule_spread": "MetaSchedule spread",
-          "loop_only_spread": "loop-only spread",
-          "joint_spread": "joint spread", "joint_conversions_spread": "conversions spread",
-          "expert_spread": "expert spread", "peak_spread": "peak spread", "torch_spread": "PyTorch spread",
-          "torch_compile_spread": "torch.compile spread", "numpy_spread": "NumPy spread",
-          "rounds": "rounds", "noisy": "noisy", "missing": "missing", "steal_pct": "steal %", "verified": "verified",
-          "date": "date", "machine": "machine"}
-COLUMNS = list(TITLES)
-#: the percentages of the in-run peak, by the kernel they rate
-PCT_PEAK = {"pct_peak": "joint", "loop_only_pct_peak": "loop_only", "expert_pct_peak": "expert"}
 
 
 @dataclass(frozen=True)
@@ -136,155 +76,6 @@ class Workload:
     source: str = ""
 
 
-@dataclass
-class BenchRow:
-    """One workload's figures. Times are the re-measured medians (None: not run, or missing);
-    the ratios and percentages are derived (properties, written as columns by ``as_dict``)."""
-
-    workload: str
-    op: str
-    budget: int
-    joint_layout: str = ""
-    verified: bool = False
-    date: str = ""
-    machine: str = ""
-    metaschedule_ms: float | None = None  # MetaSchedule with TVM's defaults, unseeded
-    loop_only_ms: float | None = None  # our loop-only stage: MetaSchedule seeded by the expert
-    joint_ms: float | None = None
-    joint_conversions_ms: float | None = None  # 0: the joint layout converts nothing
-    expert_ms: float | None = None  # the default layout's expert schedule alone (the seeded tuners' seed)
-    torch_ms: float | None = None  # PyTorch eager, the faster memory format
-    numpy_ms: float | None = None
-    torch_compile_ms: float | None = None
-    library_ms: float | None = None  # the fastest library contender's
-    library: str = ""  # which one that was
-    missing: str = ""  # the contenders that could not be measured, with their reasons
-    metaschedule_tuning_ms: float | None = None
-    loop_only_tuning_ms: float | None = None
-    joint_tuning_ms: float | None = None
-    metaschedule_spread: float | None = None  # relative: (max - min) / median of the re-measure
-    loop_only_spread: float | None = None
-    joint_spread: float | None = None
-    joint_conversions_spread: float | None = None
-    expert_spread: float | None = None
-    torch_spread: float | None = None
-    numpy_spread: float | None = None
-    torch_compile_spread: float | None = None
-    peak_spread: float | None = None
-    rounds: int = 0  # interleaved rounds per set
-    noisy: str = ""  # the contenders whose spread stayed above the threshold, and "peak" (see peak_note)
-    flops: int = 0  # the op's useful FLOPs
-    peak_gflops: float | None = None  # the FMA kernel's rate in this workload's rounds
-    joint_s_per_measurement: float | None = None  # the joint tuner's wall time / its measurements
-    joint_conversions_gbs: float | None = None  # their bytes / their time (None: no conversion)
-    joint_conversions_pct_copy: float | None = None  # that rate against the machine's STREAM copy
-    steal_pct: float | None = None  # the CPU time the hypervisor took during the re-measurement, percent
-
-    def __post_init__(self) -> None:
-        if self._over_peak() and "peak" not in self.noisy.split(", "):
-            self.noisy = ", ".join(n for n in (self.noisy, "peak") if n)
-
-    def _pct_peak(self, ms: float | None) -> float | None:
-        if not (ms and self.flops and self.peak_gflops):
-            return None
-        return 100.0 * self.flops / (ms * 1e6) / self.peak_gflops
-
-    @property
-    def pct_peak(self) -> float | None:
-        """The joint kernel's useful FLOP rate as a percentage of the in-run FMA peak."""
-        return self._pct_peak(self.joint_ms)
-
-    @property
-    def loop_only_pct_peak(self) -> float | None:
-        """The loop-only kernel's: 100 / this bounds what any layout can gain over it."""
-        return self._pct_peak(self.loop_only_ms)
-
-    @property
-    def expert_pct_peak(self) -> float | None:
-        return self._pct_peak(self.expert_ms)
-
-    def _over_peak(self) -> dict[str, float]:
-        """The percentages of peak above 100, by column."""
-        return {k: v for k in PCT_PEAK if (v := getattr(self, k)) is not None and v > 100.0}
-
-    @property
-    def peak_note(self) -> str:
-        """Why the row's percentages of peak are not to be taken as they stand ("": nothing)."""
-        notes = [f"{PCT_PEAK[k]} at {v:.0f}% of the FMA kernel's rate in the same rounds: that kernel ran "
-                 "slower than this one (a slower moment or clock), so the percentage says nothing of the peak"
-                 for k, v in self._over_peak().items()]
-        if self.peak_spread is not None and self.peak_spread > NOISE:
-            notes.append(f"the FMA kernel's samples spread {self.peak_spread:.0%}")
-        return "; ".join(notes)
-
-    def _with_conversions(self) -> float | None:
-        """The joint kernel's time with its layout's conversions (a single op pays them)."""
-        if self.joint_ms is None or self.joint_conversions_ms is None:
-            return None
-        return self.joint_ms + self.joint_conversions_ms
-
-    @property
-    def joint_with_conversions_vs_library(self) -> float | None:
-        """The headline: what a user pays for the op (the kernel and its layout's conversions)
-        against the fastest library."""
-        return _ratio(self.library_ms, self._with_conversions())
-
-    @property
-    def joint_vs_library(self) -> float | None:
-        return _ratio(self.library_ms, self.joint_ms)
-
-    @property
-    def joint_vs_metaschedule(self) -> float | None:
-        return _ratio(self.metaschedule_ms, self.joint_ms)
-
-    @property
-    def joint_with_conversions_vs_metaschedule(self) -> float | None:
-        return _ratio(self.metaschedule_ms, self._with_conversions())
-
-    @property
-    def joint_vs_loop_only(self) -> float | None:
-        return _ratio(self.loop_only_ms, self.joint_ms)
-
-    @property
-    def joint_with_conversions_vs_loop_only(self) -> float | None:
-        return _ratio(self.loop_only_ms, self._with_conversions())
-
-    @property
-    def joint_vs_torch(self) -> float | None:
-        return _ratio(self.torch_ms, self.joint_ms)
-
-    @property
-    def expert_vs_library(self) -> float | None:
-        return _ratio(self.library_ms, self.expert_ms)
-
-    @property
-    def expert_vs_torch(self) -> float | None:
-        return _ratio(self.torch_ms, self.expert_ms)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Every column's value (the CSV's: a flagged percentage stays a number, ``noisy`` and
-        ``peak_note`` say it is flagged)."""
-        d = asdict(self)
-        for name in RATIOS + tuple(PCT_PEAK) + ("peak_note",):
-            d[name] = getattr(self, name)
-        return {k: d[k] for k in COLUMNS}
-
-    def shown(self) -> dict[str, Any]:
-        """``as_dict`` as results.md shows it: a percentage of peak above 100 spelled out as
-        flagged, never as a plain figure."""
-        d = self.as_dict()
-        d.update({k: f"over peak ({v:.0f}%)" for k, v in self._over_peak().items()})
-        return d
-
-
-#: the ratios a row derives, the headline first (results.md's footer gives their geometric means)
-RATIOS = ("joint_with_conversions_vs_library", "joint_vs_library", "joint_with_conversions_vs_metaschedule",
-          "joint_vs_metaschedule", "joint_with_conversions_vs_loop_only", "joint_vs_loop_only", "joint_vs_torch",
-          "expert_vs_library", "expert_vs_torch")
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a and b else None
 
 
 def load_suite(path: str | os.PathLike) -> list[Workload]:
@@ -544,7 +335,7 @@ def search_study(suite: list[Workload], joint_budget: int, out_dir: Path, target
                                 joint_budget, TuneOptions(joint_fraction=1.0, per_candidate=per_candidate,
                                                           search=search, seed=seed))
                 row[f"{search}_ms"], row[f"{search}_layout"] = jr.best_ms, jr.best.label
-            row["model_vs_random"] = _ratio(row["random_ms"], row["model_ms"])
+            row["model_vs_random"] = ratio(row["random_ms"], row["model_ms"])
             rows.append(row)
             write_study(rows, out_dir)  # after each run: a stopped study keeps what it measured
     return rows
