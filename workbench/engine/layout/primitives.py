@@ -1,9 +1,8 @@
 """ALT layout primitives (paper section 4.1): a tensor's layout is the sequence of primitives
 applied to it. From the sequence come the stored shape, the map from logical to stored
 indices (``forward``) and back (``inverse``, with the conditions under which a stored
-element holds data rather than padding). The index maps are written once with ``//``, ``%``,
-``+`` and ``*``, so the same code runs on Python ints, NumPy index arrays and TVM ``PrimExpr``.
-Nothing here is mutated: every primitive returns a new ``Layout``.
+element holds data rather than padding), composed of one index map per primitive
+(``transforms``). Nothing here is mutated: every primitive returns a new ``Layout``.
 
 >>> lay = Layout.identity((1, 64, 56, 56), "NCHW")
 >>> lay.apply("split", dim=1, factors=[4, 16]).apply("reorder", perm=[0, 1, 3, 4, 2])
@@ -23,8 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..base.errors import LayoutError
-from ..base.index import Window, all_of, minimum
+from ..base.index import Window, all_of
 from ..base.step import PrimitiveSpec, Step
+from .transforms import (Fold, Fuse, Padded, Reorder, Shift, Slot, Slotted, Split, StoredDim, Transform, Unfold,
+                         Unfolded, stored_shape)
 
 __all__ = ["Layout", "PRIMITIVES", "ADVANCED", "INVERSES"]
 
@@ -52,200 +53,6 @@ ADVANCED = frozenset({"unfold", "pad", "store_at"})
 INVERSES = {name: spec.inverse_of for name, spec in PRIMITIVES.items() if spec.inverse_of}
 
 
-########## Transforms: one per primitive, over the current dims ##########
-
-@dataclass(frozen=True, slots=True)
-class _Padded:
-    """A pad of the dim: ``before`` and ``after`` zeros around ``extent`` elements."""
-
-    before: int
-    after: int
-    extent: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Unfolded:
-    """One of the two dims an unfold made (``part`` 0: the tile index, 1: the window), tagged
-    with the unfold's ``uid`` so fold finds the pair."""
-
-    uid: int
-    part: int
-    unfold: "_Unfold"
-
-
-@dataclass(frozen=True, slots=True)
-class _Slotted:
-    """The dim grew a slot holding ``tensor`` (store_at's host side)."""
-
-    tensor: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Dim:
-    """What a current dim is: its name, and its history for inverses and windows."""
-
-    name: str
-    origin: int | None  # logical dim it still indexes one-to-one (pads allowed), else None
-    hist: tuple[_Padded | _Unfolded | _Slotted, ...] = ()
-
-
-class _Transform:
-    def fwd(self, idx: list, win: dict[int, Window]) -> tuple[list, dict[int, Window]]:
-        raise NotImplementedError
-
-    def inv(self, idx: list) -> tuple[list, list]:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class _Split(_Transform):
-    dim: int
-    factors: tuple[int, ...]
-    extent: int
-
-    def fwd(self, idx, win):
-        x, out, inner = idx[self.dim], [], math.prod(self.factors)
-        for k, f in enumerate(self.factors):
-            inner //= f
-            q = x // inner if inner > 1 else x
-            out.append(q % f if k else q)
-        return idx[: self.dim] + out + idx[self.dim + 1:], _drop_win(win, self.dim, len(self.factors))
-
-    def inv(self, idx):
-        n = len(self.factors)
-        parts, x = idx[self.dim: self.dim + n], 0
-        for p, f in zip(parts, self.factors):
-            x = x * f + p
-        conds = [x < self.extent] if math.prod(self.factors) != self.extent else []
-        return idx[: self.dim] + [x] + idx[self.dim + n:], conds
-
-
-@dataclass(frozen=True)
-class _Reorder(_Transform):
-    perm: tuple[int, ...]
-
-    def fwd(self, idx, win):
-        where = {old: new for new, old in enumerate(self.perm)}
-        return [idx[p] for p in self.perm], {where[d]: w for d, w in win.items()}
-
-    def inv(self, idx):
-        out = [None] * len(idx)
-        for new, old in enumerate(self.perm):
-            out[old] = idx[new]
-        return out, []
-
-
-@dataclass(frozen=True)
-class _Fuse(_Transform):
-    first: int
-    extents: tuple[int, ...]
-
-    def fwd(self, idx, win):
-        n, x = len(self.extents), 0
-        for p, e in zip(idx[self.first: self.first + n], self.extents):
-            x = x * e + p
-        return idx[: self.first] + [x] + idx[self.first + n:], _drop_win(win, self.first, 1, n)
-
-    def inv(self, idx):
-        x, parts = idx[self.first], []
-        for e in reversed(self.extents):
-            parts.append(x % e)
-            x = x // e
-        return idx[: self.first] + parts[::-1] + idx[self.first + 1:], []
-
-
-@dataclass(frozen=True)
-class _Unfold(_Transform):
-    dim: int
-    extent: int
-    tile: int
-    stride: int
-    tiles: int
-
-    def _canonical(self, x):
-        t = minimum(x // self.stride, self.tiles - 1)
-        return t, x - t * self.stride
-
-    def fwd(self, idx, win):
-        w = win.get(self.dim)
-        t = r = None
-        if w is not None and w.lo >= 0:
-            q = (self.tile - (w.lo + w.size)) // w.stride + 1  # output positions per input tile
-            if q >= 1 and q * w.stride == self.stride and (w.count - 1) // q < self.tiles:
-                t = w.i // q if q > 1 else w.i
-                r = w.stride * (w.i % q if q > 1 else 0) + w.offset
-        if t is None:
-            t, r = self._canonical(idx[self.dim])
-        return idx[: self.dim] + [t, r] + idx[self.dim + 1:], _drop_win(win, self.dim, 2)
-
-    def inv(self, idx):
-        x = idx[self.dim] * self.stride + idx[self.dim + 1]
-        conds = [x < self.extent] if (self.tiles - 1) * self.stride + self.tile > self.extent else []
-        return idx[: self.dim] + [x] + idx[self.dim + 2:], conds
-
-
-@dataclass(frozen=True)
-class _Fold(_Transform):
-    dim: int
-    unfold: _Unfold
-
-    def fwd(self, idx, win):
-        x = idx[self.dim] * self.unfold.stride + idx[self.dim + 1]
-        return idx[: self.dim] + [x] + idx[self.dim + 2:], _drop_win(win, self.dim, 1, 2)
-
-    def inv(self, idx):
-        t, r = self.unfold._canonical(idx[self.dim])
-        return idx[: self.dim] + [t, r] + idx[self.dim + 1:], []
-
-
-@dataclass(frozen=True)
-class _Shift(_Transform):
-    """pad (shift > 0 grows the dim) and unpad (crops it back)."""
-
-    dim: int
-    before: int
-    extent: int  # extent of the data inside the new dim
-    padded: bool
-
-    def fwd(self, idx, win):
-        d, b = self.dim, self.before if self.padded else -self.before
-        win = {k: (w.shifted(b) if k == d else w) for k, w in win.items()}
-        return idx[:d] + [idx[d] + b] + idx[d + 1:], win
-
-    def inv(self, idx):
-        d = self.dim
-        if not self.padded:
-            return idx[:d] + [idx[d] + self.before] + idx[d + 1:], []
-        y = idx[d] - self.before
-        conds = ([y >= 0] if self.before else []) + [y < self.extent]
-        return idx[:d] + [y] + idx[d + 1:], conds
-
-
-@dataclass(frozen=True)
-class _Slot(_Transform):
-    """store_at's host side: one extra slot at the end of ``dim`` holds another tensor."""
-
-    dim: int
-    extent: int
-
-    def fwd(self, idx, win):
-        return idx, win
-
-    def inv(self, idx):
-        return idx, [idx[self.dim] < self.extent]
-
-
-def _drop_win(win: dict[int, Window], at: int, new: int, old: int = 1) -> dict[int, Window]:
-    """Windows after dims ``at .. at+old`` were replaced by ``new`` dims (theirs are lost)."""
-    out = {}
-    for d, w in win.items():
-        if d < at:
-            out[d] = w
-        elif d >= at + old:
-            out[d + new - old] = w
-    return out
-
-
 ########## Layout ##########
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +63,8 @@ class Layout:
     names: tuple[str, ...]
     prims: tuple[Step, ...] = ()  # layout steps, their target left empty
     # derived: the stored dims and one transform per primitive
-    dims: tuple[_Dim, ...] = field(default=(), compare=False, repr=False)
-    transforms: tuple[_Transform, ...] = field(default=(), compare=False, repr=False)
+    dims: tuple[StoredDim, ...] = field(default=(), compare=False, repr=False)
+    transforms: tuple[Transform, ...] = field(default=(), compare=False, repr=False)
     shape: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     @staticmethod
@@ -269,7 +76,7 @@ class Layout:
         names = tuple(names)
         if len(names) != len(shape):
             raise LayoutError(f"{len(names)} dim names for a rank-{len(shape)} tensor")
-        dims = tuple(_Dim(n, i) for i, n in enumerate(names))
+        dims = tuple(StoredDim(n, i) for i, n in enumerate(names))
         return Layout(shape, names, (), dims, (), shape)
 
     @staticmethod
@@ -281,9 +88,9 @@ class Layout:
 
     def _replay(self, p: Step) -> "Layout":
         if p.primitive == "store_at":
-            # A host's record of a store_at (``with_slot``: into="<tensor>"): replay the slot.
-            # ``apply`` refuses store_at, so rebuilding a host failed before (a second
-            # attachment, decouple_at of the later one, or pad+unpad after a store_at).
+            # A host's record of a store_at (``with_slot``: into="<tensor>"): replay the slot, since
+            # ``apply`` refuses store_at and a host is rebuilt after a second attachment, a
+            # decouple_at of the later one, or a pad+unpad after a store_at.
             return self.with_slot(p.kwargs["dim"], str(p.kwargs["into"]).strip("<>"))
         return self.apply(p.primitive, **p.kwargs)
 
@@ -296,7 +103,7 @@ class Layout:
     def advanced(self) -> bool:
         """True when the layout changes data (duplication, zeros, another tensor's slots)."""
         return any(p.primitive in ADVANCED for p in self.prims) or any(
-            isinstance(t, _Split) and math.prod(t.factors) != t.extent for t in self.transforms)
+            isinstance(t, Split) and math.prod(t.factors) != t.extent for t in self.transforms)
 
     @property
     def label(self) -> str:
@@ -360,7 +167,7 @@ class Layout:
         prims = self.prims + (Step.make("layout", "", name, **args),)
         dims, t = getattr(self, f"_{name}")(**args)
         new = Layout(self.logical, self.names, prims, tuple(dims), self.transforms + (t,),
-                     self.shape if t is None else _shape(dims, self.shape, t))
+                     self.shape if t is None else stored_shape(dims, self.shape, t))
         return new._cancel()
 
     # The primitives by name, each the same as ``apply(name, ...)``.
@@ -466,15 +273,15 @@ class Layout:
                               f"use a first factor of {-(-n // inner)}, or -1 to infer it")
         base = self.dims[d].name
         names = [f"{base}.o", f"{base}.i"] if len(factors) == 2 else [f"{base}.{k}" for k in range(len(factors))]
-        new = [_Dim(nm, None) for nm in names]
-        return self.dims[:d] + tuple(new) + self.dims[d + 1:], _Split(d, factors, n)
+        new = [StoredDim(nm, None) for nm in names]
+        return self.dims[:d] + tuple(new) + self.dims[d + 1:], Split(d, factors, n)
 
     def _reorder(self, perm):
         rank = len(self.shape)
         if not isinstance(perm, (list, tuple)) or sorted(perm) != list(range(rank)):
             raise LayoutError(f"reorder perm {perm!r} is not a permutation of 0..{rank - 1}")
         perm = tuple(int(p) for p in perm)
-        return tuple(self.dims[p] for p in perm), _Reorder(perm)
+        return tuple(self.dims[p] for p in perm), Reorder(perm)
 
     def _fuse(self, dims):
         if not isinstance(dims, (list, tuple)) or len(dims) < 2:
@@ -484,7 +291,7 @@ class Layout:
             raise LayoutError(f"fuse dims {list(dims)} are not adjacent and in order")
         exts = tuple(self.shape[x] for x in ds)
         name = "*".join(self.dims[x].name for x in ds)
-        return self.dims[: ds[0]] + (_Dim(name, None),) + self.dims[ds[-1] + 1:], _Fuse(ds[0], exts)
+        return self.dims[: ds[0]] + (StoredDim(name, None),) + self.dims[ds[-1] + 1:], Fuse(ds[0], exts)
 
     def _unfold(self, dim, tile, stride):
         d = self._dim(dim)
@@ -499,9 +306,9 @@ class Layout:
         tiles = -(-(n - tile) // stride) + 1
         uid = len(self.prims)
         base = self.dims[d]
-        t = _Unfold(d, n, int(tile), int(stride), tiles)
-        new = (_Dim(f"{base.name}.t", None, base.hist + (_Unfolded(uid, 0, t),)),
-               _Dim(f"{base.name}.w", None, base.hist + (_Unfolded(uid, 1, t),)))
+        t = Unfold(d, n, int(tile), int(stride), tiles)
+        new = (StoredDim(f"{base.name}.t", None, base.hist + (Unfolded(uid, 0, t),)),
+               StoredDim(f"{base.name}.w", None, base.hist + (Unfolded(uid, 1, t),)))
         return self.dims[:d] + new + self.dims[d + 1:], t
 
     def _fold(self, dim):
@@ -509,14 +316,14 @@ class Layout:
         if d + 1 >= len(self.dims):
             raise LayoutError(f"fold dim {d}: no unfolded pair starts there in {self.label}")
         a, b = self.dims[d].hist[-1:], self.dims[d + 1].hist[-1:]
-        if not (a and b and isinstance(a[0], _Unfolded) and isinstance(b[0], _Unfolded) and a[0].uid == b[0].uid
+        if not (a and b and isinstance(a[0], Unfolded) and isinstance(b[0], Unfolded) and a[0].uid == b[0].uid
                 and (a[0].part, b[0].part) == (0, 1)):
             raise LayoutError(f"fold dim {d}: dims {d},{d + 1} of {self.label} are not the tile and window "
                               f"dims of one unfold")
         unf = a[0].unfold
         old = self.dims[d]
         name = old.name[:-2] if old.name.endswith(".t") else old.name
-        return self.dims[:d] + (_Dim(name, None, old.hist[:-1]),) + self.dims[d + 2:], _Fold(d, unf)
+        return self.dims[:d] + (StoredDim(name, None, old.hist[:-1]),) + self.dims[d + 2:], Fold(d, unf)
 
     def _pad(self, dim, before, after):
         d = self._dim(dim)
@@ -526,19 +333,19 @@ class Layout:
         if before == after == 0:
             raise LayoutError(f"pad of {self._desc(d)} by 0 and 0 does nothing")
         old = self.dims[d]
-        new = _Dim(old.name, old.origin, old.hist + (_Padded(int(before), int(after), self.shape[d]),))
+        new = StoredDim(old.name, old.origin, old.hist + (Padded(int(before), int(after), self.shape[d]),))
         return (self.dims[:d] + (new,) + self.dims[d + 1:],
-                _Shift(d, int(before), self.shape[d], True))
+                Shift(d, int(before), self.shape[d], True))
 
     def _unpad(self, dim):
         d = self._dim(dim)
         h = self.dims[d].hist[-1:]
-        if not h or not isinstance(h[0], _Padded):
+        if not h or not isinstance(h[0], Padded):
             raise LayoutError(f"unpad {self._desc(d)}: its last change was not a pad")
         before, extent = h[0].before, h[0].extent
         old = self.dims[d]
-        return (self.dims[:d] + (_Dim(old.name, old.origin, old.hist[:-1]),) + self.dims[d + 1:],
-                _Shift(d, before, extent, False))
+        return (self.dims[:d] + (StoredDim(old.name, old.origin, old.hist[:-1]),) + self.dims[d + 1:],
+                Shift(d, before, extent, False))
 
     def _decouple_at(self, dim):
         raise LayoutError("decouple_at involves two tensors: apply it through LayoutBook")
@@ -547,10 +354,10 @@ class Layout:
         """Host side of store_at: ``dim`` grows by one slot that holds ``tensor``."""
         d = self._dim(dim)
         old = self.dims[d]
-        dims = self.dims[:d] + (_Dim(old.name, old.origin, old.hist + (_Slotted(tensor),)),) + self.dims[d + 1:]
-        t = _Slot(d, self.shape[d])
+        dims = self.dims[:d] + (StoredDim(old.name, old.origin, old.hist + (Slotted(tensor),)),) + self.dims[d + 1:]
+        t = Slot(d, self.shape[d])
         prims = self.prims + (Step.make("layout", "", "store_at", into=f"<{tensor}>", dim=d),)
-        return Layout(self.logical, self.names, prims, dims, self.transforms + (t,), _shape(dims, self.shape, t))
+        return Layout(self.logical, self.names, prims, dims, self.transforms + (t,), stored_shape(dims, self.shape, t))
 
     def zero_margin(self, dim: int) -> tuple[int, int]:
         """Zeros stored before and after logical ``dim`` by pads of it (while it was still one
@@ -572,26 +379,3 @@ class Layout:
 
     def without_last(self) -> "Layout":
         return Layout.build(self.logical, self.names, self.prims[:-1]) if self.prims else self
-
-
-def _shape(dims, old: tuple[int, ...], t: _Transform) -> tuple[int, ...]:
-    """Stored shape after transform ``t``."""
-    if isinstance(t, _Split):
-        return old[: t.dim] + t.factors + old[t.dim + 1:]
-    if isinstance(t, _Reorder):
-        return tuple(old[p] for p in t.perm)
-    if isinstance(t, _Fuse):
-        n = len(t.extents)
-        return old[: t.first] + (math.prod(t.extents),) + old[t.first + n:]
-    if isinstance(t, _Unfold):
-        return old[: t.dim] + (t.tiles, t.tile) + old[t.dim + 1:]
-    if isinstance(t, _Fold):
-        return old[: t.dim] + (t.unfold.extent,) + old[t.dim + 2:]
-    if isinstance(t, _Shift):
-        if t.padded:
-            after = dims[t.dim].hist[-1].after
-            return old[: t.dim] + (old[t.dim] + t.before + after,) + old[t.dim + 1:]
-        return old[: t.dim] + (t.extent,) + old[t.dim + 1:]
-    if isinstance(t, _Slot):
-        return old[: t.dim] + (old[t.dim] + 1,) + old[t.dim + 1:]
-    raise TypeError(t)
