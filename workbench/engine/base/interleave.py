@@ -5,14 +5,7 @@ Each contender is a *timer*: a callable that takes one sample and returns it in 
 ``rounds`` rounds every contender has a median and a relative spread ((max - min) / median, as
 in ``timing.Stats``). A contender whose spread exceeds ``noise`` is measured again with one more
 set of rounds (the noisy ones interleaved among themselves); the quieter of its two sets is
-reported, and it is flagged ``noisy`` when even that one stays above ``noise``.
-
->>> script = {"A": iter([1.0, 1.0, 1.0]), "B": iter([2.0, 3.0, 2.0, 2.0, 2.0, 2.0])}
->>> got = remeasure({k: (lambda it=it: next(it)) for k, it in script.items()}, rounds=3, settle_s=0)
->>> got["A"].stats.median_ms, got["A"].stats.rounds, got["A"].noisy
-(1.0, 1, False)
->>> got["B"].stats.median_ms, got["B"].stats.rounds, got["B"].noisy
-(2.0, 2, False)
+reported, and it is flagged ``noisy`` when even that one stays above ``noise`` (``remeasure``).
 """
 
 from __future__ import annotations
@@ -35,11 +28,7 @@ SAMPLE_MS = 50.0
 #: rounds per set: each contender gets this many samples, one per round
 ROUNDS = 5
 #: the longest wait for quiet before each sample (``wait_for_quiet``): a contender's thread
-#: pools spin on after it returns and, on 2 cores, take the next contender's cores. TVM's pool
-#: spins ~0.24 s of a core after its last kernel (TVM_THREAD_POOL_SPIN_COUNT, 300000 yields;
-#: longer while another process competes), OpenMP's blocktime is up to 200 ms: with a fixed
-#: 0.25 s pause PyTorch's ResNet-18 measured 98 ms after our kernels (46-51 ms alone) and
-#: ``c1d_wav`` 0.95 ms (0.1 ms alone)
+#: pools (TVM's, OpenMP's) spin on after it returns and would take the next contender's cores
 SETTLE_S = 2.0
 #: quiet: the machine's cores idle for at least this share of a ``WINDOW_S`` window
 QUIET = 0.9
@@ -114,7 +103,15 @@ def interleaved_samples(timers: Mapping[str, Timer], rounds: int = ROUNDS,
 def remeasure(timers: Mapping[str, Timer], rounds: int = ROUNDS, noise: float = NOISE,
               settle_s: float = SETTLE_S) -> dict[str, Remeasured]:
     """Interleave all timers for ``rounds`` rounds; measure the noisy ones (relative spread above
-    ``noise``) again with one more interleaved set; report each contender's quieter set."""
+    ``noise``) again with one more interleaved set; report each contender's quieter set.
+
+    >>> script = {"A": iter([1.0, 1.0, 1.0]), "B": iter([2.0, 3.0, 2.0, 2.0, 2.0, 2.0])}
+    >>> got = remeasure({k: (lambda it=it: next(it)) for k, it in script.items()}, rounds=3, settle_s=0)
+    >>> got["A"].stats.median_ms, got["A"].stats.rounds, got["A"].noisy
+    (1.0, 1, False)
+    >>> got["B"].stats.median_ms, got["B"].stats.rounds, got["B"].noisy
+    (2.0, 2, False)
+    """
     first = {name: Stats.of(s) for name, s in interleaved_samples(timers, rounds, settle_s).items()}
     noisy = [name for name, st in first.items() if st.relative_spread > noise]
     second = {name: Stats.of(s)

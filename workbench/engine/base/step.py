@@ -1,25 +1,6 @@
 """One step of a session: the single record that the session file, the app, the tuner and the
-layout/loop algebras all speak.
-
-A ``Step`` is frozen and hashable: ``kind`` (``layout``, ``preset``, ``loop`` or ``tuned``),
-``target`` (the tensor key a layout step changes, or the kernel a loop/tuned step schedules;
-``""`` inside a ``Layout``, whose tensor is implicit), ``primitive`` (the primitive or preset
-name, as TVM and ALT name them; ``"tuned"`` for a tuning result) and ``args`` (pairs, with
-lists frozen to tuples and objects to ``Args``).
-
->>> s = Step.make("layout", "conv.out", "split", dim=1, factors=[4, 16])
->>> s
-Step(kind='layout', target='conv.out', primitive='split', args=(('dim', 1), ('factors', (4, 16))))
->>> print(s)
-split(dim=1, factors=[4, 16])
->>> s.to_json()
-{'kind': 'layout', 'tensor': 'conv.out', 'primitive': 'split', 'args': {'dim': 1, 'factors': [4, 16]}}
->>> Step.from_json(s.to_json()) == s
-True
->>> Step.from_json({"kind": "loop", "op": "conv", "primitive": "parallel"})
-Traceback (most recent call last):
-...
-workbench.engine.base.errors.SessionError: action 0 (loop): missing field "args"
+layout/loop algebras all speak (``Step``), the frozen JSON its arguments are kept in (``Args``,
+``freeze``, ``thaw``), and what a primitive takes (``PrimitiveSpec``).
 """
 
 from __future__ import annotations
@@ -72,7 +53,26 @@ def thaw(v: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One recorded action; see the module docstring."""
+    """One recorded action, frozen and hashable: ``kind`` (``layout``, ``preset``, ``loop`` or
+    ``tuned``), ``target`` (the tensor key a layout step changes, or the kernel a loop/tuned step
+    schedules; ``""`` inside a ``Layout``, whose tensor is implicit), ``primitive`` (the primitive
+    or preset name, as TVM and ALT name them; ``"tuned"`` for a tuning result) and ``args``
+    (pairs, with lists frozen to tuples and objects to ``Args``).
+
+    >>> s = Step.make("layout", "conv.out", "split", dim=1, factors=[4, 16])
+    >>> s
+    Step(kind='layout', target='conv.out', primitive='split', args=(('dim', 1), ('factors', (4, 16))))
+    >>> print(s)
+    split(dim=1, factors=[4, 16])
+    >>> s.to_json()
+    {'kind': 'layout', 'tensor': 'conv.out', 'primitive': 'split', 'args': {'dim': 1, 'factors': [4, 16]}}
+    >>> Step.from_json(s.to_json()) == s
+    True
+    >>> Step.from_json({"kind": "loop", "op": "conv", "primitive": "parallel"})
+    Traceback (most recent call last):
+    ...
+    workbench.engine.base.errors.SessionError: action 0 (loop): missing field "args"
+    """
 
     kind: str
     target: str

@@ -7,17 +7,8 @@ scalar constants stay inside) and its legalized PrimFunc (parameters: those inpu
 output). Lowering takes that PrimFunc as the op's kernel, never fused with its neighbours; its
 tensors stay in their default layout (propagation converts a neighbour's layout back to the
 default one on the edge, ``propagate``), and layout primitives on them are refused (``refusal``).
-Loop primitives apply to the PrimFunc as to any kernel.
-
-The reference an opaque op is checked against is NumPy/PyTorch where the op has an obvious
-equivalent (``_REFS``); otherwise TVM's default build of the one-call Relax function
-(``tvm.compile`` + ``relax.VirtualMachine``), which is *not* independent of the kernel (the same
-legalized TIR, unscheduled): it checks the schedule and the wiring only. The end-to-end check of
-an imported model against its framework (PyTorch, ONNX Runtime: ``frontend.framework``) is the
-independent one.
-
-FLOPs: unknown for TVM's TIR; counted as one per output element (an estimate, so that reports
-show a non-zero rate).
+Loop primitives apply to the PrimFunc as to any kernel. FLOPs are unknown for TVM's TIR: the op
+counts one per output element (an estimate, so that reports show a non-zero rate).
 """
 
 from __future__ import annotations
@@ -68,8 +59,12 @@ class OpaqueCall:
     __repr__ = __str__
 
     def reference(self, vals: Sequence[np.ndarray]) -> np.ndarray:
-        """The op on NumPy inputs: a NumPy/PyTorch equivalent when there is one, else TVM's
-        default build of the one-call function (not independent: see the module docstring)."""
+        """The op on NumPy inputs: a NumPy/PyTorch equivalent when there is one (``_REFS``), else
+        TVM's default build of the one-call function (``tvm.compile`` + ``relax.VirtualMachine``).
+
+        That build is *not* independent of the kernel (the same legalized TIR, unscheduled): it
+        checks the schedule and the wiring only. The end-to-end check of an imported model against
+        its framework (PyTorch, ONNX Runtime: ``models.frontend.framework``) is the independent one."""
         ref = _REFS.get(self.op)
         if ref is not None:
             args = _evaluated_args(self.call, self.func.params, vals)

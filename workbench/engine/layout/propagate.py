@@ -4,36 +4,7 @@ Input: the graph and the requested layouts (a ``LayoutBook``; a key is a tensor 
 ``"T@op"`` for the layout a complex op wants for its input ``T``). Output: a ``Plan`` that says
 in which layout every buffer is stored, which buffer each op reads, which conversions were
 inserted and why, how ops fuse into kernels, and a report of where each layout came from.
-
-Rules (the paper's, made concrete):
-1. A layout requested on a tensor is the layout its producer writes, except that a complex
-   op does not write a data-changing (advanced) layout: a conversion after it does. A graph
-   input in a non-identity layout is converted by a kernel; constants are converted ahead of time.
-2. Across element-wise ops a non-advanced layout is copied forward onto the output (same
-   shape), unless the next consumer is complex: then the element-wise op writes the default
-   layout itself and propagation stops there (the simple op does the conversion).
-   With several laid-out inputs the first input's layout wins; a layout requested on an
-   element-wise op's output is pushed back onto element-wise producers of its inputs.
-3. A complex op's own wish for an input (``T@op``) is met by the producer when it is a simple
-   op and ``T`` has no layout of its own (the pad writes the conv's unfolded input); otherwise
-   a conversion op is inserted on that edge (two consecutive convs get one between them).
-4. Kernels: a complex op fuses with the chain of element-wise ops that follow it; the chain
-   goes on across a converted buffer when the conversion can run in the kernel (rule 6).
-5. A layout that stores a tensor exactly as another one does (same stored size, every stored
-   position holding the same element: an identity reorder, a split by the full extent, a fuse
-   of dims...) is that layout as far as storage goes (``same_storage``): no conversion is
-   made between the two. The tensor's ops keep the loops of the layout asked for, but a graph
-   input whose layout stores like the original stays in it, and so does a graph output of the
-   same shape (one of another shape, e.g. split alone, is copied back into the original shape).
-6. ALT's fused conversions (paper section 5): a conversion whose source is written by a simple
-   op (an element-wise op, possibly a complex op's epilogue, or another simple op) runs in that
-   op's kernel, which writes the consumer's layout directly; so does one whose converted buffer
-   the complex op's element-wise epilogue reads (the chain continues across it). A conversion
-   between two complex ops, of a graph input, or back to a graph output's original layout
-   stays a kernel of its own (``Conversion.fused``).
-7. An opaque op (TVM's TIR for an op the library does not model, ``engine.opaque``) is a kernel
-   of its own that reads and writes the default layout: propagation stops at it, a conversion
-   is inserted on each edge whose buffer is stored otherwise, and nothing is fused into it.
+The rules that decide all this are ``plan_layouts``'s.
 """
 
 from __future__ import annotations
@@ -231,7 +202,38 @@ def _requested(graph: Graph, book: LayoutBook) -> tuple[dict[str, tuple[Layout, 
 def plan_layouts(graph: Graph, book: LayoutBook, fuse: bool = True) -> Plan:
     """Run propagation and decide every buffer's layout, the conversions and the kernels.
 
-    ``fuse=False`` leaves every conversion a kernel of its own (rule 6 off), for comparison."""
+    ``fuse=False`` leaves every conversion a kernel of its own (rule 6 off), for comparison.
+
+    Rules (the paper's, made concrete):
+    1. A layout requested on a tensor is the layout its producer writes, except that a complex
+       op does not write a data-changing (advanced) layout: a conversion after it does. A graph
+       input in a non-identity layout is converted by a kernel; constants are converted ahead of time.
+    2. Across element-wise ops a non-advanced layout is copied forward onto the output (same
+       shape), unless the next consumer is complex: then the element-wise op writes the default
+       layout itself and propagation stops there (the simple op does the conversion).
+       With several laid-out inputs the first input's layout wins; a layout requested on an
+       element-wise op's output is pushed back onto element-wise producers of its inputs.
+    3. A complex op's own wish for an input (``T@op``) is met by the producer when it is a simple
+       op and ``T`` has no layout of its own (the pad writes the conv's unfolded input); otherwise
+       a conversion op is inserted on that edge (two consecutive convs get one between them).
+    4. Kernels: a complex op fuses with the chain of element-wise ops that follow it; the chain
+       goes on across a converted buffer when the conversion can run in the kernel (rule 6).
+    5. A layout that stores a tensor exactly as another one does (same stored size, every stored
+       position holding the same element: an identity reorder, a split by the full extent, a fuse
+       of dims...) is that layout as far as storage goes (``same_storage``): no conversion is
+       made between the two. The tensor's ops keep the loops of the layout asked for, but a graph
+       input whose layout stores like the original stays in it, and so does a graph output of the
+       same shape (one of another shape, e.g. split alone, is copied back into the original shape).
+    6. ALT's fused conversions (paper section 5): a conversion whose source is written by a simple
+       op (an element-wise op, possibly a complex op's epilogue, or another simple op) runs in that
+       op's kernel, which writes the consumer's layout directly; so does one whose converted buffer
+       the complex op's element-wise epilogue reads (the chain continues across it). A conversion
+       between two complex ops, of a graph input, or back to a graph output's original layout
+       stays a kernel of its own (``Conversion.fused``).
+    7. An opaque op (TVM's TIR for an op the library does not model, ``ir.opaque``) is a kernel
+       of its own that reads and writes the default layout: propagation stops at it, a conversion
+       is inserted on each edge whose buffer is stored otherwise, and nothing is fused into it.
+    """
     got, notes = _requested(graph, book)
     buffers: dict[str, Buffer] = {}
     conversions: list[Conversion] = []
