@@ -180,3 +180,33 @@ def test_any_tree_prints_as_text_that_parses_back_to_it(tree):
     assert parse_node(str(tree)) == tree
     stmt = parse(f"out[i, j, k] = {tree}")
     assert stmt.rhs == tree and parse(str(stmt)) == stmt
+
+
+def test_a_for_clause_declares_reduction_indices_and_prints_back():
+    stmt = parse("out[i] += a[i, r] * b[s] for r < 3, s < 2")
+    assert stmt.domain == (("r", 3), ("s", 2)) and stmt.rhs == Binary("*", Access("a", (Name("i"), Name("r"))),
+                                                                       Access("b", (Name("s"),)))
+    assert str(stmt) == "out[i] += a[i, r] * b[s] for r < 3, s < 2" and parse(str(stmt)) == stmt
+    assert parse("out[i] max= a[i, 2*i + u] for u < 2").domain == (("u", 2),)
+
+
+# text -> (column, message): one bad for clause per kind of error
+FOR_ERRORS = {
+    "out[i] = a[i] for r < 3": (15, "'for' declares reduction indices: reduce over them with += or max="),
+    "out[i] += a[i, r] for i < 3": (23, "reduction index i is an output index"),
+    "out[i] += a[i, r] for r < 3, r < 2": (30, "reduction index r is declared twice"),
+    "out[i] += a[i, r] for r < 0": (27, "expected a positive whole extent of r, got '0'"),
+    "out[i] += a[i, r] for r 3": (25, "expected '<' after r (for r < EXTENT), got '3'"),
+    "out[i] += a[i, r] for exp < 3": (23, "'exp' is a reserved word, not a name"),
+    "out[i] += a[i, r] for r < 3 s < 2": (29, "expected an operator or the end of the expression, got 's'"),
+    "a[i] = for[i]": (8, "expected a value (a number, an index, a tensor element such as a[i], a function call or "
+                         "'('), got 'for'"),
+}
+
+
+@pytest.mark.parametrize("text", sorted(FOR_ERRORS))
+def test_a_bad_for_clause_names_its_column(text):
+    column, message = FOR_ERRORS[text]
+    with pytest.raises(ExprError) as e:
+        parse(text)
+    assert (e.value.column, e.value.reason) == (column, message)

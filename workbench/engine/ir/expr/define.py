@@ -5,8 +5,9 @@ Extents: an index read plainly by some dim (``w[k, c, r, s]``: ``r`` is ``w``'s 
 dim's extent, and all such dims must agree; one read only inside larger index expressions
 (``inp[n, c, 2*y + r, ...]``) takes the largest extent that keeps the read inside its tensor, and
 reads that give different extents are ambiguous. A declared output shape fixes the output's
-indices. Every read must lie inside its tensor (no implicit padding) wherever the guards it sits
-under hold: a guard is a ``where`` condition on indices alone, ``where(h >= 1, x[h - 1], 0)`` pads.
+indices, a ``for`` clause the reduction indices it names. Every read must lie inside its tensor
+(no implicit padding) wherever the guards it sits under hold: a guard is a ``where`` condition
+on indices alone, ``where(h >= 1, x[h - 1], 0)`` pads.
 
 Kinds (``ops.OpDef.kind``): ``complex`` for a sum of products of two or more tensors read with a
 reduction index (convolutions, matmuls, capsule convs: layouts are tuned for it),
@@ -16,7 +17,7 @@ read being exactly the output's), ``other`` otherwise (max pools, row sums, tran
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -40,7 +41,8 @@ _ARITHMETIC = ("+", "-", "*", "/")
 
 @dataclass(frozen=True)
 class ExprOp:
-    """A checked expression op; equal ops (same tree and shapes) compare and hash equal."""
+    """A checked expression op; equal ops (same tree and shapes) compare and hash equal. ``note``
+    says what a reader should know that the text does not (a derived gradient's guards)."""
 
     statement: Statement
     inputs: tuple[str, ...]  # the tensors it reads, in order of first read
@@ -49,6 +51,7 @@ class ExprOp:
     extents: tuple[tuple[str, int], ...]  # every index: the output's in order, then the reduction's
     reduction: tuple[str, ...]
     kind: str  # "complex" | "elementwise" | "other"
+    note: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         return str(self.statement)
@@ -103,14 +106,14 @@ def define(text: str | Statement, shapes: Mapping[str, Sequence[int]], out_shape
     for n in walk(stmt.rhs):
         if isinstance(n, Name):
             names.setdefault(n.name, n)
-    reduction = tuple(n for n in names if n not in outs)
+    reduction = tuple(dict.fromkeys([n for n in names if n not in outs] + [n for n, _ in stmt.domain]))
     if stmt.reduce == "=" and reduction:
         r = names[reduction[0]]
         raise ExprError(f"index {r.name} appears only on the right side: reduce over it with += or max=", r.column)
     if stmt.reduce != "=" and not reduction:
         raise ExprError(f"{stmt.reduce} reduces over indices that appear only on the right side, and there is none "
                         "here: write =", stmt.out.column)
-    declared = _declared(stmt, out_shape)
+    declared = {**_declared(stmt, out_shape), **dict(stmt.domain)}
     uses = [(a, k, int(shapes[a.tensor][k])) for a, guards in guarded if not guards for k in range(len(a.indices))]
     extents = _infer(outs + list(reduction), declared, uses, names, stmt)
     for a, guards in guarded:

@@ -120,14 +120,17 @@ Node = Union[Num, Name, Access, Unary, Binary, Call]
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """``out[i, j] += rhs``: the output's local name and indices, the assignment form, the value."""
+    """``out[i, j] += rhs``: the output's local name and indices, the assignment form, the value;
+    ``domain`` declares reduction indices and their extents (``... for r < 3, s < 3``)."""
 
     out: Access
     reduce: str  # one of REDUCTIONS
     rhs: Node
+    domain: tuple[tuple[str, int], ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.out} {self.reduce} {self.rhs}"
+        over = f" for {', '.join(f'{n} < {e}' for n, e in self.domain)}" if self.domain else ""
+        return f"{self.out} {self.reduce} {self.rhs}{over}"
 
 
 def _strength(node: Node) -> int:

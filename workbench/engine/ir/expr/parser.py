@@ -1,13 +1,15 @@
 """The parser of expression ops: a Pratt parser over ``lexer`` tokens (never Python's ``eval``
 or ``ast``, so the served app runs no user text). Grammar::
 
-    statement := access ("=" | "+=" | "max=") expr
+    statement := access ("=" | "+=" | "max=") expr ["for" NAME "<" INT ("," NAME "<" INT)*]
     access    := NAME "[" expr ("," expr)* "]"
     expr      := expr ("or" | "and" | "<" | "<=" | ">" | ">=" | "==" | "!=" | "+" | "-" | "*" | "/" | "//" | "%") expr
                | ("-" | "not") expr | NUMBER | NAME | access | FUNCTION "(" expr ("," expr)* ")" | "(" expr ")"
 
 Operators bind as in Python (``nodes.PRECEDENCE``); comparisons do not chain. FUNCTION is one
-of ``nodes.FUNCTIONS``. What each part may be (index, value, condition) is ``check``'s.
+of ``nodes.FUNCTIONS``. What each part may be (index, value, condition) is ``check``'s. The
+``for`` clause gives reduction indices their extents (derived gradients iterate over indices no
+read bounds on its own).
 
 >>> print(parse("out[i, j] = max(a[i, j], 0) * b[j]"))
 out[i, j] = max(a[i, j], 0) * b[j]
@@ -22,7 +24,7 @@ from .nodes import COMPARISONS, FUNCTIONS, PRECEDENCE, REDUCTIONS, Access, Binar
 __all__ = ["parse", "parse_node", "KEYWORDS", "MAX_DEPTH", "MAX_TOKENS"]
 
 #: words that are neither tensors nor indices
-KEYWORDS = frozenset({"and", "or", "not", *FUNCTIONS})
+KEYWORDS = frozenset({"and", "or", "not", "for", *FUNCTIONS})
 
 
 def parse(text: str, start_column: int = 1) -> Statement:
@@ -50,11 +52,12 @@ def parse(text: str, start_column: int = 1) -> Statement:
     if tok.text not in REDUCTIONS or tok.kind != "op":
         raise ExprError(f"expected '=', '+=' or 'max=' after the output, got {tok.describe()}", tok.column)
     rhs = p.expr(0)
+    domain = p.domain(tok.text, seen) if p.peek().text == "for" and p.peek().kind == "name" else ()
     p.expect_end()
     if kind_of(rhs) == "bool":
         raise ExprError(f"the right side is a condition, not a value: use it in where({rhs}, a, b)",
                         first_column(rhs))
-    return Statement(out, tok.text, rhs)
+    return Statement(out, tok.text, rhs, domain)
 
 
 def parse_node(text: str) -> Node:
@@ -104,6 +107,26 @@ class _Parser:
         if tok.text in KEYWORDS:
             raise ExprError(f"{tok.text!r} is a reserved word, not a name", tok.column)
         return tok
+
+    def domain(self, reduce: str, outs: dict[str, int]) -> tuple[tuple[str, int], ...]:
+        """``for r < 3, s < 2`` (after the value): the reduction indices it declares."""
+        start = self.next()
+        if reduce == "=":
+            raise ExprError("'for' declares reduction indices: reduce over them with += or max=", start.column)
+        out: dict[str, int] = {}
+        while True:
+            name = self.name("a reduction index after 'for' (for r < 3)")
+            if name.text in outs or name.text in out:
+                which = "an output index" if name.text in outs else "declared twice"
+                raise ExprError(f"reduction index {name.text} is {which}", name.column)
+            self.expect("<", f"after {name.text} (for {name.text} < EXTENT)")
+            ext = self.next()
+            if ext.kind != "int" or int(ext.text) < 1:
+                raise ExprError(f"expected a positive whole extent of {name.text}, got {ext.describe()}", ext.column)
+            out[name.text] = int(ext.text)
+            if not (self.peek().text == "," and self.peek().kind == "op"):
+                return tuple(out.items())
+            self.next()
 
     def access(self, name: Token) -> Access:
         self.expect("[", f"after {name.text}")
