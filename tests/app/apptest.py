@@ -52,3 +52,41 @@ def tune_loops(app: AppTest, model: str = "c1d", budget: int = 2):
     job = app.session_state["tune_job"]
     job.wait(timeout=240)
     return job
+
+
+def record_pushes(monkeypatch) -> tuple[list, list]:
+    """From now on, every ``State.push`` as ``(base, step, new state or None if refused)`` and
+    every full ``replay``'s session, in the order they happen."""
+    from workbench.engine.base.errors import WorkbenchError
+    from workbench.engine.session import session as S
+
+    pushes, replays = [], []
+    real_push, real_replay = S.State.push, S.replay
+
+    def push(self, step):
+        try:
+            new = real_push(self, step)
+        except WorkbenchError:
+            pushes.append((self, step, None))
+            raise
+        pushes.append((self, step, new))
+        return new
+
+    monkeypatch.setattr(S.State, "push", push)
+    monkeypatch.setattr(S, "replay", lambda s: replays.append(s) or real_replay(s))
+    return pushes, replays
+
+
+def click_reuses_the_preview(app: AppTest, button: str, pushes: list, replays: list) -> None:
+    """Click ``button`` (an Apply below a preview) and check that the tab's state is the last
+    run's preview push itself, and that the run after it pushed on that state only (its own
+    preview) and replayed nothing."""
+    base, step, preview = pushes[-1]
+    assert preview is not None and base is app.session_state["state"], "the last run previewed a push"
+    pushes.clear()
+    app.button(key=button).click().run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert app.session_state["state"] is preview  # the click did no work of its own
+    assert app.session_state["state"].session.steps[-1] == step
+    assert [b for b, _, _ in pushes] == [preview] * len(pushes) and len(pushes) <= 1, pushes
+    assert replays == []

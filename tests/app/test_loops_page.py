@@ -9,7 +9,7 @@ import math
 
 from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import session
+from tests.app.apptest import click_reuses_the_preview, record_pushes, session
 from tests.engine.loops.test_args import NO_CHOICE
 from tests.tuned import tuned_step
 
@@ -79,3 +79,20 @@ def test_a_split_that_does_not_divide_its_loop_says_what_it_wastes_and_applies(a
     assert not at.error, [e.value for e in at.error]
     last = session(at).steps[-1]
     assert (last.primitive, last.get("loop"), last.get("factors")) == ("split", "i2", [-1, 100])
+
+
+def test_the_live_check_is_the_push_that_apply_keeps_and_it_applies_one_step(at, monkeypatch):
+    from workbench.engine.session import session as S
+
+    _loops_page(at, tuned=True)
+    pushes, replays = record_pushes(monkeypatch)
+    applied = []
+    one = S.apply_step
+    monkeypatch.setattr(S, "apply_step", lambda sch, step: applied.append(step) or one(sch, step))
+    at.selectbox(key="loop_prim").set_value("reorder").run()
+    _, step, preview = pushes[-1]
+    assert step.primitive == "reorder" and applied[-1] == step  # the check applied the step alone
+    applied.clear()
+    click_reuses_the_preview(at, "apply_loop", pushes, replays)
+    assert len(applied) == len(pushes) <= 1  # the next check's one step, if any: the click applied none
+    assert [s.primitive for s in session(at).steps] == ["tuned", "reorder"]

@@ -97,23 +97,6 @@ def test_a_preset_on_a_tensor_that_has_a_layout_says_why_in_the_users_terms(at):
     assert at.button(key="apply_preset").disabled
 
 
-def test_a_hand_action_applies_one_step_and_replays_nothing(at, monkeypatch):
-    from workbench.engine.session import session as S
-
-    applied, replays = [], []
-    real_apply, real_replay = S.State._apply, S.replay
-    monkeypatch.setattr(S.State, "_apply", lambda self, step: applied.append(step) or real_apply(self, step))
-    monkeypatch.setattr(S, "replay", lambda s: replays.append(s) or real_replay(s))
-    preset_form(at)
-    at.selectbox(key="preset_name").set_value("channels_last").run()
-    applied.clear()
-    at.button(key="apply_preset").click().run()
-    assert [s.primitive for s in applied] == ["channels_last"] and replays == []
-    applied.clear()
-    at.switch_page("../pages/graph.py").run()  # drawing another page applies nothing
-    assert applied == [] and replays == []
-
-
 def fill_split(app: AppTest, factors: str) -> AppTest:
     """The Layouts page's primitive form: split dim 1 of conv by ``factors``."""
     app.switch_page("../pages/layouts.py").run()

@@ -8,7 +8,7 @@ import streamlit as st
 
 from workbench.engine.session.network_time import NetworkTime, time_network
 from workbench.engine.session.session import State
-from workbench.app import state as _state
+from workbench.app import messages as _messages, state as _state
 from workbench.viz.timeline import by_type_figure, contenders_figure, timeline_figure
 
 __all__ = ["network_time_section", "show_network_time"]
@@ -55,7 +55,7 @@ def network_time_section(state: State) -> None:
                 timed = time_network(state, say=lambda s: status.update(label=f"{s}…"))
             except Exception as e:  # noqa: BLE001 - one line, as every page's errors (st.rerun and st.stop pass)
                 status.update(label="not timed", state="error")
-                st.error(_state.failure(e, "timing the network"), icon=":material/error:")
+                st.error(_messages.failure(e, "timing the network"), icon=":material/error:")
             else:
                 st.session_state.network_time = {"session": state.session.key(), "result": timed}
                 status.update(label=f"the network: {timed.network.median_ms:.3f} ms", state="complete")

@@ -1,54 +1,43 @@
 """Everything the pages keep between reruns, in ``st.session_state`` (one browser tab each).
 
 The session (a log of steps) is the single source of truth; the tab keeps its replayed
-``State``, and a hand action applies one step to it (``State.push``): nothing is replayed, and
-a rerun that changed nothing rebuilds nothing. Measurements of variants are kept apart from the
-session: undoing an action does not forget what was measured.
+``State``, and a hand action applies one step to it (``act``; ``previewed`` reuses the push a
+page's preview made). Measured variants are kept apart from the session: an undo keeps them.
 
-Each tab is a workspace with an id in the URL (``?ws=...``, put back after every page switch):
-every change is autosaved atomically (``engine.workspace``), and a reload, a new tab on the same
-URL or a server restart restores the session with its measured variants, the tab's last tuning
-and replay jobs (their curves and results are in their folders) and the kept choices such as the
-tuning budget. Results (measurements, exports, replays, tuning runs) remember the session
-revision (``Session.key()``) they came from, so a page never shows one as the current one's,
-and those of another model are put away when the model changes.
-
-No traceback reaches the page: an error is one line saying what failed and what to do
-(``guard``, ``attempt``, ``act``); the traceback of an unexpected one goes to the server's log.
+Each tab is a workspace with an id in the URL (``?ws=...``): every change is autosaved
+atomically (``engine.session.workspace``), and a reload, a new tab on the same URL or a server
+restart restores the session, its variants, the kept results (``KEPT_RESULTS``: jobs as their
+folders) and the kept widget values. A result remembers the session revision
+(``Session.key()``) it came from; those of another model are put away when the model changes.
+Drawing lives elsewhere: ``messages`` (errors, notes), ``measure_view`` and the pages.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from workbench.engine.models import zoo
-from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.models.frontend import first_line
 from workbench.engine.layout.primitives import PRIMITIVES as LAYOUT_PRIMITIVES
 from workbench.engine.layout.presets import PRESETS
-from workbench.engine.build.program import measure
-from workbench.engine.measure.roofline import RooflinePoint, program_points
+from workbench.engine.measure.roofline import RooflinePoint
 from workbench.engine.session.session import Session, State, new_session, replay
-from workbench.engine.base.timing import Stats, compare
+from workbench.engine.base.step import Step
 from workbench.engine.tuning.jobs.worker import Job, JobQueue
-from workbench.engine.base.words import action_chain, plural
+from workbench.engine.base.words import plural
 from workbench.engine.session.workspace import load_workspace, new_workspace_id, save_workspace
+from workbench.app.messages import failure, guard  # noqa: F401 - guard: the entry script's, as state.guard
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS_DIR = Path(os.environ.get("ALT_WORKBENCH_SESSIONS", ROOT / "sessions"))
 WORK_DIR = Path(os.environ.get("ALT_WORKBENCH_WORK", ROOT / "work"))
-_LOG = logging.getLogger("workbench")
 
 #: results the pages keep in ``st.session_state`` that the workspace file keeps too: the last
 #: measurement, the tab's tuning job (with the session revision it started from, the kernels it
@@ -205,44 +194,6 @@ def _origins(s: State) -> dict[str, str]:
     return {t: o.layout for t, o in s.program.plan.origins.items()}
 
 
-def failure(e: Exception, what: str = "", todo: str = "") -> str:
-    """One line for an error: ``what`` failed, the error's first line, and what to do. An error
-    other than a ``WorkbenchError`` (a bug, or TVM's or torch's own) is named by its type, and
-    its traceback goes to the server's log."""
-    if isinstance(e, WorkbenchError):  # ours: the whole message, which says what was wrong
-        msg = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
-    else:
-        _LOG.error("%s failed", what or "an action", exc_info=e)
-        msg = f"{type(e).__name__}: {first_line(e)}"
-        todo = todo or "nothing was changed; try again, or reload the page (the tab's work is kept)"
-    if what and not msg.startswith(f"{what}: "):  # a message that names its subject already is not prefixed twice
-        msg = f"{what}: {msg}"
-    return f"{msg}; {todo}" if todo else msg
-
-
-@contextlib.contextmanager
-def guard(what: str) -> Iterator[None]:
-    """Draw a part of the page (``what``: "the Graph page"): an error it raises shows in one line
-    where it happened, not as a traceback."""
-    try:
-        yield
-    except Exception as e:  # noqa: BLE001 - st.rerun and st.stop are BaseExceptions and pass
-        st.error(failure(e, f"{what} failed", "reload the page to try again (the tab's work is kept)"),
-                 icon=":material/error:")
-
-
-@contextlib.contextmanager
-def attempt(prefix: str = "", rerun: bool = True) -> Iterator[None]:
-    """Run a button's work: an error it raises is shown at the top of the page in one line (after
-    ``prefix``) and changes nothing; then the script reruns to draw the result."""
-    try:
-        yield
-    except Exception as e:  # noqa: BLE001 - see guard
-        st.session_state.error = failure(e, prefix.removesuffix(": "))
-    if rerun:
-        st.rerun()
-
-
 def tab_jobs(kind: str, key: str) -> tuple[str, JobQueue]:
     """The tab's owner id and the machine's job queue. The tab's last job of ``kind`` is
     ``st.session_state[key]`` (the workspace keeps it across reloads); a live one of this
@@ -266,7 +217,7 @@ def act(change: Callable[[State], State], note: str = "") -> bool:
     try:
         new = change(old)
         before, after = _origins(old), _origins(new)
-    except Exception as e:  # noqa: BLE001 - see guard
+    except Exception as e:  # noqa: BLE001 - see messages.guard
         st.session_state.error = failure(e)
         return False
     st.session_state.pop("error", None)
@@ -279,12 +230,10 @@ def act(change: Callable[[State], State], note: str = "") -> bool:
     return True
 
 
-def show_messages() -> None:
-    """The last action's note or refusal, once (they survive the rerun that follows a button)."""
-    if msg := st.session_state.pop("error", None):
-        st.error(msg, icon=":material/block:")
-    if note := st.session_state.pop("note", None):
-        st.success(note, icon=":material/check:")
+def previewed(base: State, step: Step, pushed: State) -> Callable[[State], State]:
+    """The change ``act`` makes for an Apply whose result a page previewed: ``pushed`` itself
+    (``base.push(step)``, done once), unless the tab's state is no longer ``base``."""
+    return lambda s: pushed if s is base else s.push(step)
 
 
 def open_session(new: State, note: str = "") -> None:
@@ -326,7 +275,7 @@ def switch_model(model: str) -> bool:
     old = zoo.model_label(session().model)
     try:
         new = replay(new_session(model))
-    except Exception as e:  # noqa: BLE001 - see guard
+    except Exception as e:  # noqa: BLE001 - see messages.guard
         st.session_state.error = failure(e, f"{model} could not be opened",
                                          f"the session on {old} is unchanged; pick {model} again to retry")
         st.session_state.pop("model_shown", None)  # the picker shows the open model again
@@ -356,77 +305,14 @@ def changed() -> Collection[str]:
     return st.session_state.changed
 
 
-def _label() -> str:
-    """The variant's name: its number in the tab (any model's), short enough for a legend; its
-    actions are the variants table's *action chain* and the figures' hover."""
-    return f"v{len(st.session_state.variants) + 1}"
-
-
-def _model(s: Session) -> str:
+def model_of(s: Session) -> str:
+    """The session's model as the pages name it (with its options)."""
     return zoo.model_label(s.model, options=True)
-
-
-def measure_current(st_state: State) -> None:
-    """Build, verify and time the current session; keep it as a variant (table, bars, roofline)."""
-    with st.status("building with LLVM, verifying against the reference, timing each kernel…") as status:
-        try:
-            prog = st_state.scheduled_program()
-            m = measure(prog, st_state.session.target)
-        except WorkbenchError as e:
-            status.update(label="build failed", state="error")
-            st.session_state.error = str(e)
-            return
-        label = _label()
-        v, total, previous = m.verification, m.total, (variants() or [None])[-1]
-        noisy = any(t.stats.noisy for t in m.timings)
-        vs = compare(total, Stats(previous["total_ms"], previous["total_min_ms"], previous["total_max_ms"],
-                                  previous["repeats"])) if previous and "total_min_ms" in previous else ""
-        st.session_state.variants.append({
-            "variant": label, "model": _model(st_state.session), "session": st_state.session.key(),
-            "actions": len(st_state.session.steps),
-            "action chain": action_chain((a.target, a.primitive) for a in st_state.session.steps),
-            "total_ms": total.median_ms, "total_min_ms": total.min_ms, "total_max_ms": total.max_ms,
-            "repeats": total.repeats, "noisy": "noisy" if noisy else "",
-            "vs previous": vs,
-            **{f"{t.name} ms": t.latency_ms for t in m.timings},
-            "max_abs_error": v.max_abs_error, "max_rel_error": v.max_rel_error, "matches_reference": v.ok})
-        st.session_state.timings[label] = {t.name: t.latency_ms for t in m.timings}
-        st.session_state.spreads[label] = {t.name: [t.stats.min_ms, t.stats.max_ms, t.stats.repeats]
-                                           for t in m.timings}
-        st.session_state.points += program_points(prog, st.session_state.timings[label], label)
-        st.session_state.last_measure = {
-            "label": label, "session": st_state.session.key(), "ok": v.ok, "total_ms": m.total_ms,
-            "err": v.max_abs_error, "spread": f"min {total.min_ms:.3f}, spread {total.max_ms - total.min_ms:.3f} ms "
-                                              f"over {total.repeats} runs{', noisy' if noisy else ''}",
-            "kernels": [t.row() for t in m.timings]}
-        status.update(label=f"{label}: {m.total_ms:.3f} ms, "
-                            f"{'matches the reference' if v.ok else 'DOES NOT match the reference'}", state="complete")
-    autosave()
-
-
-def show_measurements() -> None:
-    """The last measurement's figures and the comparison table of every variant."""
-    res = st.session_state.get("last_measure")
-    if res and not current_revision(res):
-        st.caption(f"The last measurement ({res['label']}) was of another revision of the session: measure "
-                   "again to see this one's latency.")
-    elif res:
-        a, b, c = st.columns(3)
-        a.metric(f"Program latency ({res['label']})", f"{res['total_ms']:.3f} ms", help="median of the kernels' "
-                 "medians", delta=res.get("spread"), delta_color="off")
-        b.metric("Max abs error", f"{res['err']:.2e}")
-        c.metric("Check", "matches reference" if res["ok"] else "MISMATCH")
-        st.dataframe(pd.DataFrame(res["kernels"]), hide_index=True, width="stretch", key="last_kernels")
-    if variants():
-        st.markdown(f"**Variants of {_model(session())} measured in this tab** (side by side)")
-        table = pd.DataFrame(variants()).drop(columns=["model", "session"], errors="ignore")  # session: a bare hash
-        st.dataframe(table[sorted(table, key=lambda c: c == "action chain")], hide_index=True,
-                     width="stretch", key="variants", row_height=WRAPPED_ROWS)  # the long chain last
 
 
 def _elsewhere() -> set[str]:
     """The labels of the variants measured on another model than the open one."""
-    model = _model(session())
+    model = model_of(session())
     return {v["variant"] for v in st.session_state.variants if v.get("model", model) != model}
 
 

@@ -9,14 +9,14 @@ import streamlit as st
 
 from workbench.engine.session.graph_panel import op_details, op_modules
 from workbench.engine.base.words import plural
-from workbench.app import state as _state
+from workbench.app import messages as _messages, state as _state
 from workbench.app.network_view import network_time_section
 from workbench.viz.blocks import MANY_OPS, find_blocks
 from workbench.viz.drawn import block_labels
 from workbench.viz.graph import FIT, chart_width, display_graph, graph_figure, matching_ops
 from workbench.viz.preview import figure_svg
 
-# A new tab fetches and evaluates Plotly (1-2 s) only once the chart arrives: a static drawing of
+# A new tab fetches and evaluates Plotly (slow) only once the chart arrives: a static drawing of
 # the same figure lies over the chart's place until Plotly has drawn it, then CSS hides it. Sent
 # on the page's first run in a session only: by the next one, this tab has Plotly.
 PREVIEW_CSS = """<style>
@@ -50,7 +50,7 @@ st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernel
            f"{plural(len(plan.conversions), 'conversion op')}. "
            "Click an op (or find one) to select it for the other pages; drag to pan, double-click to come back to "
            "this view; **Fit the whole graph** shows all of it.")
-_state.show_messages()
+_messages.show_messages()
 
 
 def _clicked() -> None:

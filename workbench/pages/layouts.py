@@ -1,5 +1,6 @@
 """Layouts: apply ALT's layout primitives (or a preset) to a tensor, with a live preview of the
-stored shape and of the rewritten access expression before anything is applied."""
+stored shape and of the rewritten access expression before anything is applied. The preview is
+the session's own push (``State.push``), and Apply keeps it."""
 
 from __future__ import annotations
 
@@ -11,17 +12,17 @@ import streamlit as st
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.step import Step
 from workbench.engine.layout.primitives import PRIMITIVES
-from workbench.engine.layout.keys import access_text, apply_actions, apply_layout, current, layout_keys
+from workbench.engine.layout.keys import access_text, current, layout_keys
 from workbench.engine.layout.presets import PRESETS, preset_actions
 from workbench.engine.layout.propagate import plan_layouts
 from workbench.engine.base.words import plural
-from workbench.app import state as _state
+from workbench.app import messages as _messages, state as _state
 from workbench.app.forms import FormContext, parse_ints, primitive_form
 
 st.title("Layouts")
 state = _state.state()
 graph, book = state.graph, state.book
-_state.show_messages()
+_messages.show_messages()
 
 
 def _describe(key: str, lay) -> dict:
@@ -29,12 +30,16 @@ def _describe(key: str, lay) -> dict:
             "access": access_text(lay)}
 
 
-def _preset_refusal(acts: list[Step], target: str, error: WorkbenchError) -> str:
+def _preset_refusal(step: Step, error: WorkbenchError) -> str:
     """Why a preset does not apply, in the user's terms: a preset rewrites the original layouts,
     so tensors that already have one (an earlier preset or primitive) refuse its primitives."""
+    try:
+        acts = preset_actions(graph, step.primitive, step.target, **step.kwargs)
+    except WorkbenchError:
+        acts = []
     laid = [k for k in dict.fromkeys(a.target for a in acts) if book.get(k) is not None]
     if not laid:
-        return str(error)
+        return error.reason
     return (f"{', '.join(f'{k} is already {current(graph, book, k).label}' for k in laid)}; a preset starts from "
             f"the original layouts, so undo the actions on {', '.join(laid)} first")  # TVM's words add nothing
 
@@ -49,7 +54,7 @@ st.markdown(f"Current layout of **{key}**: `{lay.label}`, stored shape `{list(la
             f"(logical `{list(lay.logical)}`)")
 
 # keyed, so the tab in use stays open when an Apply reruns the page; the tab in view alone is
-# drawn (an Apply redraws half the widgets: the page showed its result ~100 ms sooner)
+# drawn, so an Apply redraws half the widgets
 prim_tab, preset_tab = st.tabs(["Primitive", "Preset"], key="layout_tab", on_change="rerun")
 _state.keep_widgets()  # the choice in the tab not drawn survives this run (kept widgets: layout_prim, preset_name)
 
@@ -60,10 +65,12 @@ if prim_tab.open:
         ctx = FormContext(dims=[d.name for d in lay.dims], extents=lay.shape, tensors=graph.constants)
         try:
             args = primitive_form(prim, PRIMITIVES[prim], ctx, "lp")
-            new = current(graph, apply_layout(graph, book, key, prim, args), key)
+            step = Step.make("layout", key, prim, **args)
+            pushed = state.push(step)
+            new = current(graph, pushed.book, key)
             ok = True
         except WorkbenchError as e:
-            st.warning(f"Not applicable: {e}", icon=":material/warning:")
+            st.warning(f"Not applicable: {e.reason}", icon=":material/warning:")
             ok = False
         if ok:
             st.markdown("**Preview**")
@@ -73,9 +80,9 @@ if prim_tab.open:
                     > (extent := lay.shape[args["dim"]]):
                 st.info(f"pads {lay.dims[args['dim']].name} {extent} -> {covered}: the factors cover more than the "
                         "dim; the padding holds zeros", icon=":material/info:")
-        st.button(f"Apply {prim}", key="apply_prim", type="primary", disabled=not ok, on_click=_state.act,
-                  args=(lambda s: s.push(Step.make("layout", key, prim, **args)),
-                        f"{prim} applied to {key}"))
+        st.button(f"Apply {prim}", key="apply_prim", type="primary", disabled=not ok,
+                  on_click=_state.act if ok else None,
+                  args=(_state.previewed(state, step, pushed), f"{prim} applied to {key}") if ok else None)
 
 if preset_tab.open:
     with preset_tab:
@@ -90,7 +97,7 @@ if preset_tab.open:
                               key="preset_target")
         params: dict = {}
         pcols = st.columns(max(1, len(preset.defaults)))
-        acts = []
+        step = None
         try:
             for col, (p, d) in zip(pcols, preset.defaults.items()):
                 with col:
@@ -101,22 +108,22 @@ if preset_tab.open:
                         params[p] = st.checkbox(p, d, key=f"pp_{p}")
                     else:
                         params[p] = int(st.number_input(p, 1, 4096, int(d), key=f"pp_{p}"))
-            acts = preset_actions(graph, name, target, **params)
-            preview = apply_actions(graph, book, acts)
-            touched = list(dict.fromkeys(a.target for a in acts))
-            st.markdown(f"**Preview**: {len(acts)} primitives on {', '.join(touched)}")
-            st.dataframe(pd.DataFrame([_describe(k, current(graph, preview, k)) for k in touched]), hide_index=True,
-                         width="stretch", key="pp_preview", row_height=_state.WRAPPED_ROWS)
-            plan = plan_layouts(graph, preview)
+            step = Step.make("preset", target, name, **params)
+            pushed = state.push(step)
+            touched = [k for k in keys if pushed.book.get(k) != book.get(k)]
+            st.markdown(f"**Preview**: the layouts of {', '.join(touched) or 'no tensor'}")
+            st.dataframe(pd.DataFrame([_describe(k, current(graph, pushed.book, k)) for k in touched]),
+                         hide_index=True, width="stretch", key="pp_preview", row_height=_state.WRAPPED_ROWS)
+            plan = plan_layouts(graph, pushed.book)  # the plan alone: the program waits for Apply
             st.caption(f"after propagation: {plural(len(plan.conversions), 'conversion op')}, "
                        f"{plural(len(plan.kernels), 'kernel')}")
             ok = True
         except WorkbenchError as e:
-            st.warning(f"Not applicable: {_preset_refusal(acts, target, e)}", icon=":material/warning:")
+            st.warning(f"Not applicable: {_preset_refusal(step, e) if step else e}", icon=":material/warning:")
             ok = False
-        st.button(f"Apply preset {name}", key="apply_preset", type="primary", disabled=not ok, on_click=_state.act,
-                  args=(lambda s: s.push(Step.make("preset", target, name, **params)),
-                        f"{name} applied to {target}"))
+        st.button(f"Apply preset {name}", key="apply_preset", type="primary", disabled=not ok,
+                  on_click=_state.act if ok else None,
+                  args=(_state.previewed(state, step, pushed), f"{name} applied to {target}") if ok else None)
 
 st.subheader("Layouts in this session")
 rows = [_describe(k, current(graph, book, k)) for k in keys if book.get(k) is not None]

@@ -12,7 +12,7 @@ from workbench.engine.base.step import Step
 from workbench.engine.session.kernel_views import nest_view
 from workbench.engine.base.words import plural
 from workbench.engine.base.errors import WorkbenchError
-from workbench.app import code_view as _code, state as _state
+from workbench.app import code_view as _code, measure_view as _measure, messages as _messages, state as _state
 from workbench.app.forms import FormContext, picked_arguments, primitive_form, widget_key
 
 #: the most steps of a conversion's analytic schedule shown unfolded
@@ -21,7 +21,7 @@ _SHORT_SCHEDULE = 12
 st.title("Loops")
 state = _state.state()
 plan = state.program.plan
-_state.show_messages()
+_messages.show_messages()
 
 names = [k.name for k in plan.kernels]
 kernel = st.selectbox("Fused kernel", names, index=names.index(state.home_kernel(_state.selected())),
@@ -82,11 +82,12 @@ except WorkbenchError as e:
     st.stop()
 
 after = view.script
-try:  # the live check: what Apply would do, or why it would be refused
+try:  # the live check: what Apply would do, or why it would be refused (Apply reuses its push)
     step = Step.make("loop", kernel, prim, **args)
-    preview, refused = nest_view(state.push(step), kernel).script, None
+    pushed = state.push(step)
+    preview, refused = nest_view(pushed, kernel).script, None
 except WorkbenchError as e:
-    step, preview, refused = None, None, e.reason
+    step, pushed, preview, refused = None, None, None, e.reason
 if refused:
     st.warning(f"{prim} would be refused: {refused}", icon=":material/block:")
 elif prim == "split" and (waste := split_waste(args["factors"],
@@ -98,14 +99,14 @@ elif prim == "split" and (waste := split_waste(args["factors"],
 def _applied() -> None:
     """After an action: the nest it changed is the next "before"; a clicked row of the loop table
     is not left checked over the new loops (a new key clears it; only then, as a new table is
-    drawn ~140 ms slower than an updated one)."""
+    drawn slower than an updated one)."""
     st.session_state.setdefault("loop_before", {})[kernel] = after
     if (table_key in st.session_state and st.session_state[table_key]["selection"]["rows"]):
         st.session_state.loop_table_resets = st.session_state.get("loop_table_resets", 0) + 1
 
 
 def _apply_loop() -> None:
-    if _state.act(lambda s: s.push(step), f"{prim} applied to {kernel}"):
+    if _state.act(_state.previewed(state, step, pushed), f"{prim} applied to {kernel}"):
         _applied()
 
 
@@ -138,6 +139,6 @@ else:  # one table, so both sides scroll together at full width
 
 st.subheader("Build & measure")
 if st.button("Build, verify and time the program", key="measure", type="primary"):
-    _state.measure_current(state)
+    _measure.measure_current(state)
     st.rerun()
-_state.show_measurements()
+_measure.show_measurements()

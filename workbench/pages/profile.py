@@ -22,7 +22,7 @@ from workbench.engine.measure.roofline import program_points
 from workbench.engine.session.session import list_sessions, load_state, safe_path
 from workbench.engine.tuning.progress import read_progress, summarize_progress
 from workbench.engine.session.kernel_views import cache_profile as kernel_cache_profile, state_counters
-from workbench.app import state as _state
+from workbench.app import measure_view as _measure, messages as _messages, state as _state
 from workbench.viz.cache import footprint_figure, misses_figure
 from workbench.viz.kernels import latency_bars_figure
 from workbench.viz.legend import short_name
@@ -32,7 +32,7 @@ from workbench.viz.tuning import layout_parameters_figure, layout_tasks, runs_fi
 st.title("Profile")
 state = _state.state()
 session = state.session
-_state.show_messages()
+_messages.show_messages()
 
 
 @st.cache_resource(show_spinner="measuring this machine's ceilings (once per target)…")
@@ -58,7 +58,7 @@ if st.button("Re-measure the ceilings", key="ceilings_remeasure"):
 
 st.subheader("Latency and roofline")
 if st.button("Build, verify and time the current session", key="profile_measure", type="primary"):
-    _state.measure_current(state)
+    _measure.measure_current(state)
     st.rerun()
 timings = _state.timings()
 #: the roofline table's figures, narrow enough that its key columns stay in view

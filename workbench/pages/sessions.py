@@ -13,12 +13,12 @@ from workbench.engine.models.frontend import MAX_MODEL_MB, parse_input, store_up
 from workbench.engine.session.session import MAX_SESSION_MB, dumps, list_sessions, load_state, loads_state, new_session, replay, safe_path, save
 from workbench.engine.tuning.jobs.worker import Job, replay_job_spec, start_job
 from workbench.engine.base.words import plural
-from workbench.app import state as _state
+from workbench.app import messages as _messages, state as _state
 
 st.title("Sessions")
 state = _state.state()
 session = state.session
-_state.show_messages()
+_messages.show_messages()
 st.caption(f"Current session **{session.name}** on **{zoo.model_label(session.model, options=True)}**: "
            f"{plural(len(session.steps), 'action')}. "
            f"Session files live in `{_state.SESSIONS_DIR}`.")
@@ -32,7 +32,7 @@ with save_col:
         st.session_state.save_name, st.session_state.save_name_of = session.name, _state.opened()
     name = st.text_input("Session name", key="save_name")
     if st.button("Save", icon=":material/save:", key="save", type="primary"):
-        with _state.attempt():
+        with _messages.attempt():
             pinned = state.renamed(name).pinned()  # as the file holds it: every kernel's schedule pinned
             path = save(pinned, safe_path(_state.SESSIONS_DIR, name))
             _state.open_session(pinned)
@@ -50,13 +50,13 @@ with open_col:
     files = list_sessions(_state.SESSIONS_DIR)
     pick = st.selectbox("From the sessions folder", files, key="open_pick") if files else None
     if st.button("Open", icon=":material/folder_open:", key="open", disabled=pick is None):
-        with _state.attempt(f"{pick}: "):
+        with _messages.attempt(f"{pick}: "):
             _state.open_session(load_state(safe_path(_state.SESSIONS_DIR, pick)), f"opened {pick}")
             _state.mark_saved()
     up = st.file_uploader(f"Or upload a session file (at most {MAX_SESSION_MB} MB)", type=["json"], key="upload",
                           max_upload_size=MAX_SESSION_MB)
     if up is not None and st.button("Open the uploaded file", key="open_upload"):
-        with _state.attempt(f"{up.name}: "):
+        with _messages.attempt(f"{up.name}: "):
             _state.open_session(loads_state(up.getvalue().decode("utf-8", errors="replace")), f"opened {up.name}")
 
 st.subheader("Import a model")
@@ -73,7 +73,7 @@ keep = not lost or st.checkbox(f"Discard this session's {plural(lost, 'unsaved a
                                         key="import_discard")
 if model_up is not None and st.button("Import the model", icon=":material/upload_file:", key="import_model",
                                       disabled=not keep):
-    with _state.attempt(f"{model_up.name}: "):
+    with _messages.attempt(f"{model_up.name}: "):
         inputs = dict(parse_input(t) for t in shapes.replace(";", " ").split())
         path = store_upload(model_up.name, model_up.getvalue(), _state.WORK_DIR / "models")
         spec, graph = zoo.file_model(str(path), inputs)
@@ -105,14 +105,14 @@ owner, queue = _state.tab_jobs("replay", "replay_job")
 replaying = (job := st.session_state.get("replay_job")) is not None and job.running()
 go, halt = st.columns(2)
 if go.button("Replay in a worker", icon=":material/play_arrow:", key="replay", disabled=replaying):
-    with _state.attempt():
+    with _messages.attempt():
         # the folder is named for the session and its revision (``replayed``)
         folder = _state.WORK_DIR / "replay" / owner / f"{session.name}-{session.key()}"
         st.session_state.replay_job = start_job(replay_job_spec(session), folder, owner=owner, queue=queue)
         st.session_state.replay_of = {"session": session.key(), "name": session.name,
                                       "model": zoo.model_label(session.model, options=True)}
 if halt.button("Stop the replay", icon=":material/stop:", key="replay_stop", disabled=not replaying):
-    with _state.attempt():
+    with _messages.attempt():
         job.stop(owner=owner)
 
 
@@ -128,7 +128,7 @@ def replayed(job: Job) -> dict:
 
 @st.fragment(run_every=1.0)
 def replay_status() -> None:
-    with _state.guard("the replay's status"):
+    with _messages.guard("the replay's status"):
         show_replay()
 
 

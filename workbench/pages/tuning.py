@@ -20,13 +20,13 @@ from workbench.engine.tuning.progress import pace, summarize_progress
 from workbench.engine.tuning.stages import joint_shares
 from workbench.engine.tuning.rpc import RpcConfig
 from workbench.engine.tuning.jobs.worker import Job, baselines_job_spec, session_job_spec, start_job
-from workbench.app import state as _state
+from workbench.app import messages as _messages, state as _state
 from workbench.engine.base.words import plural
 from workbench.viz.tuning import candidate_scores, candidates_figure, progress_figure, result_text, trial_table
 
 st.title("Auto-tuning")
 session = _state.session()
-_state.show_messages()
+_messages.show_messages()
 st.caption("The joint stage explores layout candidates of each complex op (ALT's templates), scoring each by its "
            "expert schedule (one measurement) plus the conversions it adds, then tunes loops on the best, starting "
            "from the expert schedule; ops with equal kernels are tuned once. The loop-only stage runs MetaSchedule "
@@ -66,7 +66,7 @@ job = st.session_state.get("tune_job")
 running = job is not None and job.running()
 start, stop = st.columns(2)
 if start.button("Start tuning", icon=":material/play_arrow:", key="tune_start", type="primary", disabled=running):
-    with _state.attempt():
+    with _messages.attempt():
         spec = session_job_spec(session, stage, budget,
                                 replace(options, rpc=RpcConfig.parse(rpc) if rpc.strip() else None))
         st.session_state.tune_job = start_job(spec, job_dir(), owner=owner, queue=queue)
@@ -75,7 +75,7 @@ if start.button("Start tuning", icon=":material/play_arrow:", key="tune_start", 
         st.session_state.tune_tasks = [k.name for k in _state.state().program.plan.kernels] if stage == "loop" else []
         st.session_state.pop("error", None)
 if stop.button("Stop", icon=":material/stop:", key="tune_stop", disabled=not running):
-    with _state.attempt():
+    with _messages.attempt():
         job.stop(owner=owner)
 st.caption(f"Jobs of every tab share this machine: {queue.limit} at a time, one per tab; the others wait in line.")
 
@@ -100,7 +100,7 @@ def trials(rows: list[dict]) -> None:
 
 @st.fragment(run_every=2.0)
 def live() -> None:
-    with _state.guard("the tuning run's status"):  # a fragment reruns alone: the page's guard is not around it
+    with _messages.guard("the tuning run's status"):  # a fragment reruns alone: the page's guard is not around it
         _live()
 
 
@@ -175,7 +175,7 @@ def best_so_far(job: Job) -> State:
 
 
 def time_baselines(job: Job) -> None:
-    with _state.attempt("timing against the baselines", rerun=False):
+    with _messages.attempt("timing against the baselines", rerun=False):
         start_job(baselines_job_spec(job), job.dir / "baselines", owner=owner, queue=queue)
 
 
@@ -247,5 +247,5 @@ def result(job: Job) -> None:
 
 
 if job is not None and not job.running():
-    with _state.guard("the tuning result"):
+    with _messages.guard("the tuning result"):
         result(job)

@@ -275,3 +275,86 @@ def test_a_pin_that_does_not_apply_is_refused_naming_it(tmp_path):
     pin["steps"][0]["args"]["block"] = "nope"
     with pytest.raises(SessionError, match=re.escape('field "pinned": entry 2 (convert_relu_out): ')):
         S.loads(json.dumps(d))
+
+
+########## A push applies one step (issue #42) ##########
+
+def _counting(monkeypatch) -> dict[str, int]:
+    """How many loop primitives the pushes apply one at a time (``one``) and in full replays of a
+    kernel's steps (``replayed``), from now on."""
+    from workbench.engine.schedules import policy
+
+    counts = {"one": 0, "replayed": 0}
+    one, many = S.apply_step, policy.apply_steps
+
+    def apply_step(sch, step):
+        counts["one"] += 1
+        return one(sch, step)
+
+    def apply_steps(func, steps):
+        counts["replayed"] += len(steps)
+        return many(func, steps)
+
+    monkeypatch.setattr(S, "apply_step", apply_step)
+    monkeypatch.setattr(policy, "apply_steps", apply_steps)
+    return counts
+
+
+def _same_kernels(a: S.State, b: S.State) -> None:
+    """Both states build the same TIR for every kernel, with the same traces."""
+    import tvm_ffi
+
+    assert a.program.funcs.keys() == b.program.funcs.keys()
+    for k in a.program.funcs:
+        assert tvm_ffi.structural_equal(a.scheduled(k), b.scheduled(k)), k
+        assert a.scheduled(k).script() == b.scheduled(k).script(), k
+    for k in a.schedules:
+        assert str(a.scheduled_schedule(k).trace) == str(b.scheduled_schedule(k).trace), k
+
+
+def _edits(state: S.State) -> list[Step]:
+    """Three loop steps the tuned conv kernel accepts, one after the other."""
+    from workbench.engine.loops.args import default_arguments
+
+    steps = []
+    for prim in ("reorder", "unroll", "parallel"):
+        steps.append(Step.make("loop", "conv", prim, **default_arguments(state.scheduled("conv"), prim)))
+        state = state.push(steps[-1])
+    return steps
+
+
+@pytest.mark.parametrize("tuned", [False, True], ids=["hand steps", "a tuned trace edited"])
+def test_a_push_applies_its_one_step_and_builds_what_a_full_replay_builds(monkeypatch, tuned):
+    from tests.tuned import tuned_step
+
+    state = start().push(SPLIT)
+    if tuned:
+        state = start().push(tuned_step())
+        steps = _edits(state)
+    else:
+        steps = [LOOP, Step.make("loop", "conv", "split", block="conv", loop="i3", factors=[-1, 16]),
+                 Step.make("loop", "conv", "reorder", block="conv", loops=["i3_1", "i4"])]
+    state.scheduled_program()  # the other kernels' schedules (conversions), kept by every push below
+    counts = _counting(monkeypatch)
+    for i, step in enumerate(steps, 1):
+        state = state.push(step)
+        assert counts == {"one": i, "replayed": 0}, (step, counts)  # nothing before it applied again
+        state.scheduled_program()  # the pages' and build's questions apply nothing either
+        assert counts == {"one": i, "replayed": 0}
+    full = S.replay(state.session)
+    assert counts == {"one": 2 * len(steps), "replayed": 0}  # a replay, too, applies each step once
+    _same_kernels(state, full)
+    assert state.scheduled_program().build().verify().ok
+
+
+def test_a_push_on_a_schedule_never_applied_replays_the_kernel_once(monkeypatch):
+    done = start().push(SPLIT).push(LOOP)
+    step = Step.make("loop", "conv", "split", block="conv", loop="i3", factors=[-1, 16])
+    bare = S.State(done.session, done.graph, done.book, dict(done.schedules))  # no memo: as a state built by hand
+    counts = _counting(monkeypatch)
+    pushed = bare.push(step)
+    assert counts == {"one": 0, "replayed": 2}  # the kernel's two steps, once
+    again = done.push(step)
+    assert counts == {"one": 1, "replayed": 2}  # a state that applied them pushes the one step
+    _same_kernels(pushed, again)
+

@@ -13,8 +13,8 @@ Every other kernel's schedule is ``policy``'s; a saved session pins it (``Sessio
 replay after a heuristic change builds the same kernels. Files of version 1 (no pins) are read
 and pinned at their next save.
 
-A ``State`` is a value: ``state.push(step)`` returns a new state (one step applied, nothing
-replayed), and ``replay(session)`` applies every step once.
+A ``State`` is a value: ``state.push(step)`` returns a new state (one step applied on top of
+the kernel's current schedule, nothing replayed), and ``replay(session)`` applies every step once.
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ from typing import Any, Mapping
 import tvm_ffi
 
 from ..models import zoo
-from ..base.errors import SessionError, WorkbenchError
+from ..base.errors import LoopError, SessionError, WorkbenchError
 from ..base.files import write_atomic
 from ..ir.graph import Graph
 from ..layout.book import LayoutBook
 from ..layout.keys import apply_layout, key_base
 from ..layout.presets import preset_actions
+from ..loops.primitives import apply_step
 from ..schedules.policy import KernelSchedule, Pin, choose, expert_schedule, fingerprint
 from ..build.program import Program, make_program
 from ..build.targets import DEFAULT_TARGET
@@ -110,6 +111,7 @@ class State:
     book: LayoutBook = field(default_factory=LayoutBook)
     schedules: Mapping[str, KernelSchedule] = field(default_factory=dict)
     _funcs: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> PrimFunc
+    _schs: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> its s_tir.Schedule
     _chosen: dict = field(default_factory=dict, repr=False, compare=False)  # memo: kernel -> the policy's schedule
 
     @staticmethod
@@ -189,9 +191,17 @@ class State:
         if step.kind == "loop":
             old = self.schedule(kernel)
             # a tuned kernel keeps its trace: the step names its blocks and loops (conv_init, ...)
-            base = old if old.kind in ("loop steps", "tuned") else KernelSchedule("loop steps")
+            if old.kind in ("loop steps", "tuned"):
+                base, start = old, self._schs.get(kernel)  # None: never applied, so replayed in full below
+            else:  # a policy's schedule (conversion, pinned) is replaced: the step starts from the kernel
+                base, start = KernelSchedule("loop steps"), self.program.funcs[kernel]
             sched = KernelSchedule("loop steps", base.steps + (step,), trace=base.trace)
             new = self._with_schedule(kernel, sched)
+            if start is not None:  # the one new step on a copy of the current schedule
+                try:
+                    new._schs[kernel] = apply_step(start, step)
+                except LoopError as e:  # named as a full replay names it
+                    raise LoopError(f"step {len(base.steps)}: {e}", reason=e.reason) from None
         else:  # tuned: its layouts first (replacing those of the same keys), then its trace
             state = self
             for lay in step.get("layouts", []):
@@ -210,17 +220,19 @@ class State:
         """This state under new layouts. A kernel the layouts change loses its schedule (a trace
         finds its blocks and loops by the kernel's structure); one they leave as it was keeps it:
         in a network, an op's layout changes its neighbours' kernels only, not every tuned one."""
-        new = self._replace(book=book, schedules={}, _funcs={}, _chosen={})
+        new = self._replace(book=book, schedules={}, _funcs={}, _schs={}, _chosen={})
         if not self.schedules:
             return new
         before, after = self.program.funcs, new.program.funcs
         kept = [k for k in self.schedules if k in after and tvm_ffi.structural_equal(before[k], after[k])]
         return new._replace(schedules={k: self.schedules[k] for k in kept},
-                            _funcs={k: self._funcs[k] for k in kept if k in self._funcs})
+                            _funcs={k: self._funcs[k] for k in kept if k in self._funcs},
+                            _schs={k: self._schs[k] for k in kept if k in self._schs})
 
     def _with_schedule(self, kernel: str, sched: KernelSchedule) -> State:
         return self._replace(schedules={**self.schedules, kernel: sched},
-                             _funcs={k: f for k, f in self._funcs.items() if k != kernel})
+                             _funcs={k: f for k, f in self._funcs.items() if k != kernel},
+                             _schs={k: s for k, s in self._schs.items() if k != kernel})
 
     def _kernel(self, op: str) -> str:
         names = [k.name for k in self.program.plan.kernels]
@@ -248,14 +260,21 @@ class State:
 
     def scheduled_schedule(self, kernel: str):
         """The kernel's ``tvm.s_tir.Schedule`` after its schedule (a new one each call)."""
-        return self.schedule(kernel).apply(self.program.funcs[kernel])
+        return self._schedule_of(kernel).copy()
+
+    def _schedule_of(self, kernel: str):
+        """The kernel's schedule applied (memoized; a push fills it with one step on its
+        predecessor's, so only a state that never applied it replays the whole schedule)."""
+        if kernel not in self._schs:
+            self._schs[kernel] = self.schedule(kernel).apply(self.program.funcs[kernel])
+        return self._schs[kernel]
 
     def scheduled(self, kernel: str):
         """The kernel's PrimFunc after its schedule (memoized: pages and replay ask often)."""
         if kernel not in self._funcs:
             sched = self.schedule(kernel)
             self._funcs[kernel] = (self.program.funcs[kernel] if sched.kind == "default"
-                                   else self.scheduled_schedule(kernel).mod["main"])
+                                   else self._schedule_of(kernel).mod["main"])
         return self._funcs[kernel]
 
     def scheduled_program(self) -> Program:
