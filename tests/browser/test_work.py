@@ -1,6 +1,7 @@
 """A user's work in a real browser (Chromium through Playwright, the app served as ``make run``
-serves it): model switches while networks import in two tabs at once break nothing, and an
-action and the tuning budget survive a page switch, a reload and a server restart."""
+serves it): model switches while networks import in two tabs at once break nothing, an action
+and the tuning budget survive a page switch, a reload and a server restart, and a page's URL
+opened directly finds the tab's work with the sidebar."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from tests.browser.test_e2e import ARTIFACTS, _free_port, _graph_drawn, _launch, needs_chromium, serving
 from tests.browser.test_e2e import server  # noqa: F401 - the fixture
+from workbench.engine.base.step import Step
 
 pytestmark = pytest.mark.browser
 
@@ -132,6 +134,37 @@ def test_an_action_and_the_budget_survive_navigation_a_reload_and_a_restart(tmp_
                 _finds_the_work(page, "12")
                 failures = _failures(page)
                 page.screenshot(path=str(ARTIFACTS / "restored_after_restart.png"), full_page=True)
+        finally:
+            browser.close()
+    assert not failures, failures
+
+
+@needs_chromium
+def test_a_direct_url_to_a_page_runs_the_entry_script_and_restores_the_tab(server, tmp_path):  # noqa: F811
+    """A page's URL with a workspace id, opened in a new browser (a bookmark): the entry script
+    runs first, so the page has its sidebar and the tab's work is restored on that page."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from workbench.engine.session.session import new_session, replay
+    from workbench.engine.session.workspace import new_workspace_id, save_workspace
+
+    wid = new_workspace_id()
+    tiled = replay(new_session(name="bookmarked")).push(Step.make("preset", "conv", "alt_tiled")).session
+    save_workspace(tmp_path / "work" / "autosave", wid, tiled, {})  # the work folder the server uses
+    with sync_playwright() as p:
+        browser = _launch(p, tmp_path)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{server}/profile?ws={wid}")
+            expect(page.get_by_role("heading", name="Profile", exact=True)).to_be_visible(timeout=60_000)
+            sidebar = page.get_by_test_id("stSidebar")
+            expect(sidebar.get_by_text("Session bookmarked: 1 action")).to_be_visible(timeout=30_000)
+            expect(sidebar.get_by_test_id("stSelectbox").filter(has_text="Model")).to_be_visible()
+            expect(sidebar.get_by_role("button", name="Undo")).to_be_enabled()  # the action, to undo
+            expect(page.get_by_text("restored this tab's work: session bookmarked (1 action)")).to_be_visible()
+            expect(page).to_have_url(re.compile(rf"/profile\?ws={wid}$"))
+            failures = _failures(page)
+            page.screenshot(path=str(ARTIFACTS / "direct_url.png"), full_page=True)
         finally:
             browser.close()
     assert not failures, failures
