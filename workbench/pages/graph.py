@@ -10,6 +10,7 @@ import streamlit as st
 from workbench.engine.session.graph_panel import op_details, op_modules
 from workbench.engine.base.words import plural
 from workbench.app import messages as _messages, state as _state
+from workbench.app.expr_form import expr_form
 from workbench.app.network_view import network_time_section
 from workbench.viz.blocks import MANY_OPS, find_blocks
 from workbench.viz.drawn import block_labels
@@ -51,6 +52,7 @@ st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernel
            "Click an op (or find one) to select it for the other pages; drag to pan, double-click to come back to "
            "this view; **Fit the whole graph** shows all of it.")
 _messages.show_messages()
+expr_form()  # a new model of expression ops (issue #47)
 
 
 def _clicked() -> None:
