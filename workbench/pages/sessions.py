@@ -9,11 +9,12 @@ import streamlit as st
 from workbench.engine.models import zoo
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.session.export import export_zip
-from workbench.engine.models.frontend import MAX_MODEL_MB, parse_input, store_upload
+from workbench.engine.models.frontend import MAX_MODEL_MB, parse_input
 from workbench.engine.session.session import MAX_SESSION_MB, dumps, list_sessions, load_state, loads_state, new_session, replay, safe_path, save
 from workbench.engine.tuning.jobs.worker import Job, replay_job_spec, start_job
 from workbench.engine.base.words import plural
 from workbench.app import messages as _messages, state as _state
+from workbench.app.expr_form import store_model
 
 st.title("Sessions")
 state = _state.state()
@@ -63,9 +64,10 @@ st.subheader("Import a model")
 st.caption("An ONNX file becomes a new session: batch norm folded into the convolutions, each operator mapped onto "
            "the workbench's library, the model's own weights. The file is kept under the work folder and pinned "
            "by its SHA-256, so a replay refuses a changed file. `.pt2` programs and Python factories import with "
-           "`python -m workbench import` (loading them can run code).")
-model_up = st.file_uploader(f"An ONNX file with its weights inside (at most {MAX_MODEL_MB} MB)", type=["onnx"],
-                            key="model_upload", max_upload_size=MAX_MODEL_MB)
+           "`python -m workbench import` (loading them can run code). A `.expr` file holds expression ops, as the "
+           "Graph page's New expression op form writes them.")
+model_up = st.file_uploader(f"An ONNX file with its weights inside (at most {MAX_MODEL_MB} MB), or a .expr file",
+                            type=["onnx", "expr"], key="model_upload", max_upload_size=MAX_MODEL_MB)
 shapes = st.text_input("Input shapes, for inputs with dynamic dims (optional)", key="model_inputs",
                        placeholder="input=1,3,224,224 mask=1,128")
 lost = _state.unsaved()
@@ -75,7 +77,7 @@ if model_up is not None and st.button("Import the model", icon=":material/upload
                                       disabled=not keep):
     with _messages.attempt(f"{model_up.name}: "):
         inputs = dict(parse_input(t) for t in shapes.replace(";", " ").split())
-        path = store_upload(model_up.name, model_up.getvalue(), _state.WORK_DIR / "models")
+        path = store_model(model_up.name, model_up.getvalue(), _state.WORK_DIR / "models")
         spec, graph = zoo.file_model(str(path), inputs)
         _state.open_session(replay(new_session(spec)),
                             f"imported {model_up.name}: {plural(len(graph.nodes), 'op')}, "
