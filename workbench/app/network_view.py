@@ -1,17 +1,32 @@
 """The Graph page's time view: the whole network timed (``network_time``) behind a button, with
-live status while it runs; the result is kept for the session state it timed."""
+live status while it runs; the result is kept for the session state it timed, as JSON data (the
+workspace keeps it across reloads: ``state.KEPT_RESULTS``)."""
 
 from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.session.network_time import NetworkTime, time_network
+from workbench.engine.base.timing import Stats
+from workbench.engine.session.network_time import Contender, KernelSpan, NetworkTime, time_network
 from workbench.engine.session.session import State
 from workbench.app import messages as _messages, state as _state
 from workbench.viz.timeline import by_type_figure, contenders_figure, timeline_figure
 
-__all__ = ["network_time_section", "show_network_time"]
+__all__ = ["network_time_section", "show_network_time", "network_time_of"]
+
+
+def network_time_of(data: dict[str, Any]) -> NetworkTime:
+    """A ``NetworkTime`` from its kept form (``dataclasses.asdict``, read back from JSON)."""
+    def stats(d: dict | None) -> Stats | None:
+        return Stats(**d) if d else None
+
+    return NetworkTime(data["model"], tuple(KernelSpan(**{**k, "ops": tuple(k["ops"]), "stats": stats(k["stats"])})
+                                            for k in data["kernels"]), data["runs"],
+                       tuple(Contender(**{**c, "stats": stats(c["stats"])}) for c in data["contenders"]))
 
 
 def show_network_time(t: NetworkTime) -> None:
@@ -57,10 +72,10 @@ def network_time_section(state: State) -> None:
                 status.update(label="not timed", state="error")
                 st.error(_messages.failure(e, "timing the network"), icon=":material/error:")
             else:
-                st.session_state.network_time = {"session": state.session.key(), "result": timed}
+                st.session_state.network_time = {"session": state.session.key(), "result": asdict(timed)}
                 status.update(label=f"the network: {timed.network.median_ms:.3f} ms", state="complete")
     if kept := st.session_state.get("network_time"):
         if _state.current_revision(kept):
-            show_network_time(kept["result"])
+            show_network_time(network_time_of(kept["result"]))
         else:
             st.caption("The last timing was of another session state: time the network again to see this one.")

@@ -42,8 +42,9 @@ WORK_DIR = Path(os.environ.get("ALT_WORKBENCH_WORK", ROOT / "work"))
 #: results the pages keep in ``st.session_state`` that the workspace file keeps too: the last
 #: measurement, the tab's tuning job (with the session revision it started from, the kernels it
 #: tunes, the state it was last seen in) and replay job (with the revision it replays), the last
-#: save. A job is kept as its folder, where its progress, curves and result are.
-KEPT_RESULTS = ("last_measure", "tune_job", "tune_base", "tune_tasks", "tune_seen", "replay_job", "replay_of", "saved")
+#: save, the network's timing. A job is kept as its folder, where its progress, curves and result are.
+KEPT_RESULTS = ("last_measure", "tune_job", "tune_base", "tune_tasks", "tune_seen", "replay_job", "replay_of", "saved",
+                "network_time")
 #: what pages remember about the open session only (the nest before the last loop action, a loop
 #: form's starting arguments, a clicked row, the graph's expanded kernels): forgotten when
 #: another session opens
