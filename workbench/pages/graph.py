@@ -52,7 +52,7 @@ st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernel
            "Click an op (or find one) to select it for the other pages; drag to pan, double-click to come back to "
            "this view; **Fit the whole graph** shows all of it.")
 _messages.show_messages()
-expr_form()  # a new model of expression ops (issue #47)
+expr_form()  # a new model of expression ops
 
 
 def _clicked() -> None:

@@ -1,20 +1,18 @@
 """Sessions: the user's whole piece of work on one model and one target, as an ordered,
-replayable log of steps (``workbench.engine.base.step.Step``). It is the single source of truth:
-everything else (layouts, kernels, schedules) is derived by replaying it into a ``State``. The
-file format is documented in ``docs/session-format.md``.
+replayable log of steps (``workbench.engine.base.step.Step``), the single source of truth:
+layouts, kernels and schedules are derived by replaying it into a ``State``. The file format is
+in ``docs/session-format.md``. Steps:
 
-Steps:
 - ``layout`` / ``preset``: a layout primitive (or a preset of them) on a tensor or input view;
 - ``loop``: a loop primitive on a kernel (named after the op that heads it);
 - ``tuned``: an applied tuning result; its layouts replace those of the same tensors and its
   trace replaces the kernel's loop steps, so replay needs no tuning.
 
 Every other kernel's schedule is ``policy``'s; a saved session pins it (``Session.pins``), so a
-replay after a heuristic change builds the same kernels. Files of version 1 (no pins) are read
-and pinned at their next save.
-
-A ``State`` is a value: ``state.push(step)`` returns a new state (one step applied on top of
-the kernel's current schedule, nothing replayed), and ``replay(session)`` applies every step once.
+replay after a heuristic change builds the same kernels (version 1 files, without pins, are
+pinned at their next save). A ``State`` is a value: ``state.push(step)`` returns a new state
+(one step applied on top of the kernel's current schedule, nothing replayed), and
+``replay(session)`` applies every step once.
 """
 
 from __future__ import annotations
