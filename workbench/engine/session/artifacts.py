@@ -4,30 +4,12 @@
 (every kernel after its loop steps or tuned trace), verifies it end to end against the
 reference on random inputs, times each kernel and writes:
 
-- ``kernels.so``: every kernel, exported with ``export_library``; ``tvm.runtime.load_module``
-  loads it and each kernel is a function of the kernel's name (arguments: its input buffers,
-  then its output buffers, in their stored layouts);
+- ``kernels.so``: every kernel, a function of its name (inputs, then outputs, stored layouts);
 - ``program.py``: the scheduled TVMScript of the whole module;
-- ``network.so``: the whole network as one Relax VM module (``relaxnet``), which plain TVM runs:
-  ``tvm.relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())["main"](*inputs)``
-  returns the tuple of the graph outputs;
-- ``network.json`` and ``constants.npz``: the network's description, and what runs it kernel by
-  kernel when ``network.so`` is absent (``standalone.load_network``; ``python -m workbench run``);
-- ``report.json``: ``ok``, ``max_abs_error``, ``max_rel_error``, ``total_ms`` (the kernels'
-  medians added up) with ``total_min_ms``, ``total_spread_ms``, ``repeats`` and ``noisy`` (any
-  kernel stayed noisy), and per kernel ``name``, ``latency_ms`` (median), ``min_ms``,
-  ``spread_ms`` (max - min over repeats), ``repeats``, ``rounds`` and ``noisy`` (see ``timing``),
-  ``gflops``, ``flops``; a tuned kernel also has ``tuned_ms`` (what its tuning measured: the
-  median of one record's repeats, their spread not kept) and ``vs tuned`` (``timing.compare``:
-  "within noise" when that figure lies within the replay's range); also the session name, target and TVM version;
-  for an imported model (or a built-in network), ``source``: the outputs against the framework the
-  model came from (``frontend.framework``: ONNX Runtime or PyTorch) on the same random inputs,
-  ``framework``, ``max_abs_error``, ``max_rel_error`` and ``ok``, which ``ok`` includes;
-  ``network``: how ``network.so`` is called (``inputs`` and ``outputs`` with their shapes, in
-  order), its outputs against the reference (``max_abs_error``, ``max_rel_error``, ``ok``, which
-  ``ok`` includes), its whole-network ``latency_ms`` (median) with ``min_ms`` and ``spread_ms``,
-  and its ``memory`` (``relaxnet.MemoryPlan.row``: the planned peak against the sum of the
-  intermediates).
+- ``network.so``: the whole network as one Relax VM module (``relaxnet``) that plain TVM runs;
+- ``network.json`` and ``constants.npz``: what runs it kernel by kernel when ``network.so`` is
+  absent (``standalone.load_network``; ``python -m workbench run``);
+- ``report.json``: the checks and the times (``ReplayReport`` says what each field holds).
 
 Nothing is written when the session does not replay or a kernel does not build.
 """
@@ -55,6 +37,27 @@ __all__ = ["ReplayReport", "replay_to"]
 
 @dataclass(frozen=True)
 class ReplayReport:
+    """What ``report.json`` holds. ``ok``: every check passed (the reference's, ``source``'s and
+    ``network``'s); ``max_abs_error`` and ``max_rel_error``, also per graph output (``outputs``);
+    ``total_ms``: the kernels' medians added up, with ``total_min_ms``, ``total_spread_ms``,
+    ``repeats`` and ``noisy`` (a kernel stayed noisy). Per kernel: ``name``, ``latency_ms``
+    (median), ``min_ms``, ``spread_ms`` (max - min over repeats), ``repeats``, ``rounds``, ``noisy``
+    (see ``timing``), ``gflops``, ``flops`` and ``schedule``; a tuned kernel also ``tuned_ms`` (what
+    its tuning measured: the median of one record's repeats, their spread not kept) and ``vs tuned``
+    (``timing.compare``: "within noise" when that figure lies within the replay's range). Also the
+    session name, target and TVM version.
+
+    ``source`` (an imported model or a built-in network): the outputs against the framework the
+    model came from (``frontend.framework``: ONNX Runtime or PyTorch) on the same random inputs:
+    ``framework``, ``max_abs_error``, ``max_rel_error`` and ``ok``. ``network``: how ``network.so``
+    is called (``inputs`` and ``outputs`` with their shapes, in order; plain TVM runs it as
+    ``tvm.relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())["main"](*inputs)``, which
+    returns the tuple of the graph outputs), its outputs against the reference (``max_abs_error``,
+    ``max_rel_error``, ``ok``), its whole-network ``latency_ms`` (median) with ``min_ms`` and
+    ``spread_ms``, and its ``memory`` (``relaxnet.MemoryPlan.row``: the planned peak against the
+    sum of the intermediates).
+    """
+
     ok: bool
     max_abs_error: float
     max_rel_error: float

@@ -1,24 +1,13 @@
 """Export a session as a MetaSchedule tuning record that plain TVM can apply.
 
 ``export_session(session, out_dir)`` writes a MetaSchedule ``JSONDatabase``:
-
-- ``database_workload.json``: one workload per kernel, its layout-transformed (unscheduled)
-  PrimFunc as ``IRModule({"main": func})``, the form ``ms.tir_integration.compile_tir`` and
-  ``Database.query_schedule(mod, target, workload_name="main")`` look up;
-- ``database_tuning_record.json``: one record per kernel whose trace is the kernel's schedule:
-  the tuned trace, the trace of the hand loop steps (``apply_steps(...).trace``), or, for an
-  unscheduled kernel, its empty trace (written as a single ``GetSBlock`` lookup, which changes
-  nothing: TVM 0.27's ``query_schedule`` ignores records whose trace has no instruction at
-  all). Each record carries the kernel's latency measured at export (MetaSchedule also
-  ignores records without a run time) and the target.
-
-It also writes ``session.json`` (a copy of the session) and ``manifest.json``: the target,
-the TVM version, the model, and per kernel (in execution order) its name, latency, schedule
-kind, workload hash (``tvm_ffi.structural_hash`` of the workload module), input and output
-buffers and, per buffer, the tensor it stores, its stored shape, layout label and layout
-primitives; ``outputs`` maps each graph output to the buffer that holds it. With these a user
-can wire the kernels without this project (weights must be converted to their stored layouts
-ahead of time, as the manifest says).
+``database_workload.json`` (one workload per kernel, its layout-transformed, unscheduled
+PrimFunc as ``IRModule({"main": func})``, the form ``ms.tir_integration.compile_tir`` and
+``Database.query_schedule(mod, target, workload_name="main")`` look up) and
+``database_tuning_record.json`` (one record per kernel, its trace the kernel's schedule, with
+the kernel's latency measured at export and the target). It also writes ``session.json`` (a
+copy of the session) and ``manifest.json``, with which a user can wire the kernels without this
+project (``export_session`` says what the records and the manifest hold).
 """
 
 from __future__ import annotations
@@ -46,6 +35,17 @@ DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 def export_session(session: Session, out_dir: str | Path, progress: Callable[[str], None] | None = None,
                    timing_repeat: int = 3, timing_min_ms: float = 5.0) -> Path:
     """Write the session's kernels and schedules as a MetaSchedule database in ``out_dir``.
+
+    Each record's trace is the tuned trace, the trace of the hand loop steps
+    (``apply_steps(...).trace``), or, for an unscheduled kernel, its empty trace written as a
+    single ``GetSBlock`` lookup, which changes nothing: TVM 0.27's ``query_schedule`` ignores
+    records whose trace has no instruction at all, and records without a run time (hence the
+    latency measured here). ``manifest.json`` holds the target, the TVM version, the model, and
+    per kernel (in execution order) its name, latency, schedule kind, workload hash
+    (``tvm_ffi.structural_hash`` of the workload module), input and output buffers and, per
+    buffer, the tensor it stores, its stored shape, layout label and layout primitives;
+    ``outputs`` maps each graph output to the buffer that holds it. Weights must be converted to
+    their stored layouts ahead of time, as the manifest says.
 
     Raises ``SessionError`` and the like when the session does not replay, ``BuildError`` when
     a kernel does not build; nothing is written then. Returns ``out_dir`` as a Path.
