@@ -78,3 +78,65 @@ def test_a_bad_expr_file_exits_2_with_its_line_and_column(tmp_path):
         "error: line 3, column 15: bad.expr: op f: index i has inconsistent extents: 4 from a (dim 0: i), 5 from b "
         "(dim 0: i)"]
     assert not (tmp_path / "s.json").exists()
+
+
+BACKWARD = """# a strided conv, a tanh with a bias, an overlapping max pool
+input inp[1, 2, 9, 7]
+input w[3, 2, 3, 2]
+input b[3]
+conv: out[n, k, y, x] += inp[n, c, 2*y + r, x + s] * w[k, c, r, s]
+act: out[n, k, y, x] = tanh(conv[n, k, y, x] + b[k])
+pool: out[n, k, p, q] max= act[n, k, p + u, 2*q + v] for u < 2, v < 2
+"""
+
+
+@pytest.mark.slow
+def test_import_backward_replays_and_runs_the_gradients_of_pytorch(tmp_path):
+    import torch
+    import torch.nn.functional as F
+
+    model = tmp_path / "net.expr"
+    model.write_text(BACKWARD)
+    session = tmp_path / "net.json"
+    res = run("import", str(model), "--out", str(session), "--backward")
+    assert res.returncode == 0, res.stderr
+    assert ("inputs: inp=(1, 2, 9, 7), w=(3, 2, 3, 2), b=(3,), grad_pool=(1, 3, 3, 3); outputs: pool=(1, 3, 3, 3), "
+            "grad_inp=(1, 2, 9, 7), grad_w=(3, 2, 3, 2), grad_b=(3,)") in res.stdout
+    assert json.loads(session.read_text())["model"]["inputs"]["grad_pool"] == [1, 3, 3, 3]
+
+    rep = run("replay", str(session), "--out", str(tmp_path / "replay"))
+    assert rep.returncode == 0, rep.stderr
+    assert json.loads((tmp_path / "replay" / "report.json").read_text())["ok"]
+
+    rng = np.random.default_rng(11)
+    values = {"inp": rng.uniform(-1, 1, (1, 2, 9, 7)), "w": rng.uniform(-1, 1, (3, 2, 3, 2)),
+              "b": rng.uniform(-1, 1, (3,)), "grad_pool": rng.uniform(-1, 1, (1, 3, 3, 3))}
+    args = []
+    for name, v in values.items():
+        np.save(tmp_path / f"{name}.npy", v.astype("float32"))
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    out = run("run", str(tmp_path / "replay"), *args, "--out", str(tmp_path / "out.npz"), "--repeat", "0")
+    assert out.returncode == 0, out.stderr
+    got = np.load(tmp_path / "out.npz")
+
+    leaves = {k: torch.tensor(values[k].astype("float32"), dtype=torch.float64, requires_grad=True)
+              for k in ("inp", "w", "b")}
+    act = torch.tanh(F.conv2d(leaves["inp"], leaves["w"], stride=(2, 1)) + leaves["b"][:, None, None])
+    pool = F.max_pool2d(act, (2, 2), stride=(1, 2))
+    (pool * torch.tensor(values["grad_pool"])).sum().backward()
+    np.testing.assert_allclose(got["pool"], pool.detach().numpy(), rtol=1e-4, atol=1e-5)
+    for k, leaf in leaves.items():
+        np.testing.assert_allclose(got[f"grad_{k}"], leaf.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+@pytest.mark.slow
+def test_backward_refuses_a_model_that_is_not_expression_ops_and_a_name_it_would_take(tmp_path):
+    res = run("import", str(tmp_path / "net.onnx"), "--out", str(tmp_path / "s.json"), "--backward")
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        "error: net.onnx: gradients are derived for expression ops only: give a .expr file"]
+    model = tmp_path / "y.expr"
+    model.write_text("input x[3]\ninput grad_y[3]\ny: out[i] = x[i] * grad_y[i]\n")
+    res = run("import", str(model), "--out", str(tmp_path / "s.json"), "--backward")
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        "error: y.expr: the backward pass names a tensor grad_y, which the graph already has: rename it"]
+    assert not (tmp_path / "s.json").exists()

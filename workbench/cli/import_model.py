@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an input's static shape, e.g. data=1,3,224,224 (needed for dynamic dims; repeatable)")
     i.add_argument("--name", help="session name (default: the model file's name)")
     i.add_argument("--target", metavar="JSON", help="a TVM target as JSON (default: this machine's)")
+    i.add_argument("--backward", action="store_true",
+                   help="with a .expr file: add the derived gradients; the graph also takes grad_<output> for each "
+                        "output and returns grad_<input> for each input beside the forward outputs")
     i.set_defaults(fn=cmd_import)
 
 
@@ -37,6 +40,10 @@ def cmd_import(a: argparse.Namespace) -> int:
     if a.name:
         safe_path(".", a.name)  # refuse a name a session file cannot have
     out, model, origin = Path(a.out), a.model, None
+    if a.backward:
+        from workbench.engine.models.frontend.sources import backward_inputs
+
+        inputs = backward_inputs(model, inputs)  # the session's inputs name the gradients: replay rebuilds them
     if Path(model).suffix.lower() not in FORMATS and not Path(model).exists():
         import torch
 

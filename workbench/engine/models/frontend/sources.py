@@ -30,13 +30,15 @@ import numpy as np
 import tvm
 
 from ...base.errors import GraphError, first_line
-from ...ir.expr import expr_graph, read_expr
+from ...ir.expr import ExprFile, backward_graph, expr_graph, read_expr
+from ...ir.expr.backward import grad_name
 from ...base.files import write_atomic
 from ...ir.graph import Graph
 from .translate import prepare, to_graph
 
 __all__ = ["MAX_MODEL_MB", "FORMATS", "UPLOAD_FORMATS", "Shapes", "import_file", "input_shapes", "import_module",
-           "export_factory", "read_model", "check_upload", "store_upload", "parse_input", "first_line"]
+           "export_factory", "read_model", "check_upload", "store_upload", "parse_input", "first_line",
+           "backward_inputs"]
 
 #: a model file (with its external data) larger than this is refused before it is read (not 512:
 #: Streamlit's uploader prints 512 MiB as "1GB per file", beside our "at most 512 MB")
@@ -154,15 +156,23 @@ def store_upload(filename: str, data: bytes, folder: str | Path) -> Path:
 
 def import_file(path: str | Path, inputs: Shapes | None = None, name: str | None = None,
                 model: tuple[bytes, Mapping[str, bytes]] | None = None) -> Graph:
-    """Import an ``.onnx`` or ``.pt2`` file (``model``: its bytes and external data, already
-    read by ``read_model``). ``inputs`` gives static shapes (needed for dynamic dims)."""
+    """Import an ``.onnx``, ``.pt2`` or ``.expr`` file (``model``: its bytes and external data,
+    already read by ``read_model``). ``inputs`` gives static shapes (needed for dynamic dims); a
+    ``.expr`` file given ``grad_<output>`` shapes too (``backward_inputs``) comes with its backward pass."""
     path = Path(path)
     suffix = _format(path)
-    program, declared = _load(path, model)
+    program, declared = _load(path, model, inputs or {})
     shapes = _resolve(declared, inputs or {}, path.name)
     name = name or re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem)[:80] or "model"
     if suffix == ".expr":  # expression ops (engine.expr): no framework, no Relax
-        return expr_graph(program, name, f"Expression ops from {path.name}.", shapes, path.name)
+        forward = {k: v for k, v in shapes.items() if k in program.inputs}
+        graph = expr_graph(program, name, f"Expression ops from {path.name}.", forward, path.name)
+        if len(forward) == len(shapes):
+            return graph
+        try:
+            return backward_graph(graph)
+        except GraphError as e:
+            raise GraphError(f"{path.name}: {e}") from None
     mod = _onnx_relax(program, shapes, path.name) if suffix == ".onnx" else _exported_relax(program, path.name, shapes)
     return _graph(mod, name, f"{FORMATS[suffix]} model imported from {path.name}.", path.name)
 
@@ -172,15 +182,43 @@ def input_shapes(path: str | Path, inputs: Shapes | None = None,
     """Every input of the model file with its static shape (``inputs`` completing dynamic dims),
     as ``import_file`` would use them; nothing is converted."""
     path = Path(path)
-    return _resolve(_load(path, model)[1], inputs or {}, path.name)
+    return _resolve(_load(path, model, inputs or {})[1], inputs or {}, path.name)
 
 
-def _load(path: Path, model: tuple[bytes, Mapping[str, bytes]] | None) -> tuple[Any, dict[str, list]]:
-    """The parsed model (an ONNX ``ModelProto`` or an ``ExportedProgram``) and its declared inputs."""
+def backward_inputs(path: str | Path, inputs: Shapes | None = None,
+                    model: tuple[bytes, Mapping[str, bytes]] | None = None) -> dict[str, tuple[int, ...]]:
+    """``input_shapes`` of a ``.expr`` file with its backward pass: its inputs, then
+    ``grad_<output>`` for every output. Given to ``import_file``, they import the graph with
+    its derived gradients (a session's inputs name them, so replaying it rebuilds them)."""
+    path = Path(path)
+    if path.suffix.lower() != ".expr":
+        raise GraphError(f"{path.name}: gradients are derived for expression ops only: give a .expr file")
+    parsed = _load(path, model, {})[0]
+    return _resolve(_expr_inputs(parsed, inputs or {}, path.name, backward=True), inputs or {}, path.name)
+
+
+def _expr_inputs(parsed: ExprFile, given: Shapes, what: str, backward: bool = False) -> dict[str, list]:
+    """A ``.expr`` file's inputs, then with its ``backward`` pass (or when ``given`` names one of
+    them: ``backward_inputs``) ``grad_<output>`` for each output."""
+    declared = {k: list(v) for k, v in parsed.inputs.items()}
+    if backward or any(k.startswith("grad_") and k not in declared for k in given):
+        graph = expr_graph(parsed, "forward", inputs={k: v for k, v in given.items() if k in declared}, what=what)
+        try:
+            backward_graph(graph)  # derived here too, so that a name it would take is refused up front
+        except GraphError as e:
+            raise GraphError(f"{what}: {e}") from None
+        declared.update({grad_name(o): list(graph.tensors[o].shape) for o in graph.outputs})
+    return declared
+
+
+def _load(path: Path, model: tuple[bytes, Mapping[str, bytes]] | None,
+          given: Shapes) -> tuple[Any, dict[str, list]]:
+    """The parsed model (an ONNX ``ModelProto``, an ``ExportedProgram`` or an ``ExprFile``) and
+    its declared inputs (``given``: the shapes asked for)."""
     data, extern = model if model is not None else read_model(path)[:2]
     if _format(path) == ".expr":
         parsed = read_expr(data, path.name)
-        return parsed, {k: list(v) for k, v in parsed.inputs.items()}
+        return parsed, _expr_inputs(parsed, given, path.name)
     if _format(path) == ".onnx":
         proto = _onnx_model(data, extern, path.name)
         return proto, _onnx_inputs(proto, path.name)
