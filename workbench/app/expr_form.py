@@ -41,7 +41,7 @@ act: out[n, k, y, x] = max(conv[n, k, y, x], 0) * b[k]
 #: a longer text is refused before it is parsed (a model of expression ops is a few lines)
 MAX_EXPR_KB = 256
 #: what the engine's messages call the form's text
-_WHAT = "the ops"
+_WHAT = "the text"
 
 
 @dataclass(frozen=True)
@@ -72,14 +72,14 @@ def check_expr(text: str) -> ExprCheck:
 
 
 def store_model(filename: str, data: bytes, folder: str | Path) -> Path:
-    """``store_upload`` with ``.expr`` files accepted too: text the expression grammar reads
-    (``read_expr``; refused before it is kept), kept in ``folder`` under a name with its
-    content's hash, written atomically, so that a session pins it like any model file."""
+    """``store_upload`` with ``.expr`` files accepted too: ops that the engine reads and checks
+    (``read_expr``, ``expr_graph``; refused before they are kept), kept in ``folder`` under a name
+    with the content's hash, written atomically, so that a session pins them like any model file."""
     if Path(filename).suffix.lower() != ".expr":
         return store_upload(filename, data, folder)
     if len(data) > MAX_EXPR_KB << 10:
         raise GraphError(f"{filename} is {len(data) >> 10} KB, over the {MAX_EXPR_KB} KB limit for an .expr file")
-    read_expr(data, filename)
+    expr_graph(read_expr(data, "the file"), "check", what="the file")
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).stem).lstrip("_.-")[:60] or "expr"
     path = Path(folder) / f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}.expr"
     if not path.is_file() or path.read_bytes() != data:
