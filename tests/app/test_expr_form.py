@@ -95,7 +95,8 @@ def test_python_in_the_form_is_a_parse_error_and_nothing_runs(at, monkeypatch, t
 
 def test_create_model_opens_the_ops_as_the_session_that_other_pages_and_a_reload_see(at):
     """Create model: a new session on the file the text was kept in; the graph draws its ops, the
-    Loops page lists its kernel, and a reload of the tab opens it again."""
+    Loops page lists its kernel (and the form keeps its text over the page switch), and a reload
+    of the tab opens it again."""
     from workbench.app import state as _state
 
     _type(at, MATMUL)
@@ -115,6 +116,8 @@ def test_create_model_opens_the_ops_as_the_session_that_other_pages_and_a_reload
     assert not at.exception, at.exception
     kernels = at.selectbox(key="loop_kernel").options
     assert any(k.startswith("mm ") and "mm → relu" in k for k in kernels), kernels
+    at.switch_page("../pages/graph.py").run()  # a page switch drops widget values: the form's text comes back
+    assert at.text_area(key="expr_text").value == MATMUL
 
     again = start({"ws": at.query_params["ws"]})  # a reload
     assert session(again) == session(at) and again.session_state["state"].graph.nodes == graph.nodes
