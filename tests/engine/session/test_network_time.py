@@ -3,9 +3,12 @@ in call order, by op type, conversions against compute, and the frameworks besid
 
 from __future__ import annotations
 
-import numpy as np
+import os
+
+import psutil
 import pytest
 
+from tests.engine.session import timer_makers
 from workbench.engine.session import network_time
 from workbench.engine.base.errors import BuildError
 from workbench.engine.session.network_time import CONVERSION, RTOL, time_network
@@ -14,6 +17,12 @@ from workbench.engine.session.session import new_session, replay
 
 #: a small BERT-tiny layer: GMMs, transposes, softmax, layer norms; NKN on ``q`` adds a conversion kernel
 SMALL_BERT = dict(seq=16, hidden=32, heads=2)
+
+
+@pytest.fixture(autouse=True)
+def unsettled(monkeypatch):
+    """No wait for a quiet machine before each sample: these tests check what is timed, not how fast."""
+    monkeypatch.setattr(network_time, "SETTLE_S", 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +80,7 @@ def test_a_network_that_differs_from_the_reference_is_not_timed(monkeypatch):
         raise AssertionError("timed a wrong network")
 
     monkeypatch.setattr(network_time, "build_network", lambda *a: Wrong(real(*a)))
-    monkeypatch.setattr(network_time, "_latency", timed)
+    monkeypatch.setattr(network_time, "_latencies", timed)
     with pytest.raises(BuildError, match="differ from the reference"):
         time_network(state)
 
@@ -89,13 +98,47 @@ def test_a_built_in_network_is_timed_beside_pytorch_and_onnx_runtime():
         assert c.max_rel_error is not None and c.max_rel_error < network_time.FRAMEWORK_RTOL and not c.note
 
 
-def test_a_framework_that_fails_is_named_and_the_others_stay():
-    want = {"y": np.ones((2, 2), np.float32)}
+@pytest.fixture(scope="module")
+def gmm():
+    return replay(new_session("gmm", m=32, n=32, k=32))
 
-    def broken():
-        raise RuntimeError("no such provider\nmore")
 
-    c = network_time._framework("ONNX Runtime", broken, want)
-    assert c.stats is None and c.note == "RuntimeError: no such provider"
-    wrong = network_time._framework("PyTorch eager", lambda: (lambda: [np.zeros((2, 2), np.float32)]), want)
-    assert wrong.max_rel_error == pytest.approx(1) and "differ from the reference" in wrong.note
+def _pid(path) -> int:
+    return int(path.read_text())
+
+
+def test_the_frameworks_run_in_a_process_of_their_own_and_one_that_fails_is_one_line(gmm, monkeypatch, tmp_path):
+    """Each framework is made and sampled in the sidecar, never in this (the app's) process; its
+    samples interleave with ours'; one that cannot be made, or whose outputs differ, says why in a
+    line while ours and the others are timed; the sidecar is gone once the timing returns."""
+    here, wrong = tmp_path / "here", tmp_path / "wrong"
+    specs = [("Here", timer_makers.pid_timer, (str(here),)), ("Broken", timer_makers.failing_timer, ()),
+             ("Wrong", timer_makers.pid_timer, (str(wrong), 0.5))]
+    monkeypatch.setattr(network_time, "_framework_specs", lambda *_: specs)
+    got = time_network(gmm)
+    assert [c.name for c in got.contenders] == [network_time.OURS, "Here", "Broken", "Wrong"]
+    ours, ok, broken, differs = got.contenders
+    assert ours.stats.median_ms > 0 and ok.stats.median_ms > 0 and ok.max_rel_error == 0 and not ok.note
+    assert ours.stats.repeats == ok.stats.repeats == differs.stats.repeats  # one sample each per round
+    assert _pid(here) == _pid(wrong) != os.getpid()  # one sidecar, not this process
+    assert not psutil.pid_exists(_pid(here))  # shut down
+    assert broken.stats is None and broken.note == "RuntimeError: no such provider"
+    assert differs.max_rel_error == 0.5 and differs.note == "its outputs differ from the reference by 5.0e-01"
+
+
+def test_a_framework_that_crashes_its_process_is_one_line_and_the_next_gets_a_new_one(gmm, monkeypatch, tmp_path):
+    specs = [("Dies", timer_makers.dying_timer, ()), ("Here", timer_makers.pid_timer, (str(tmp_path / "pid"),))]
+    monkeypatch.setattr(network_time, "_framework_specs", lambda *_: specs)
+    ours, dead, ok = time_network(gmm).contenders
+    assert ours.stats.median_ms > 0
+    assert dead.stats is None and dead.note == "its timing process ended (EOFError)"
+    assert ok.stats.median_ms > 0 and _pid(tmp_path / "pid") != os.getpid()
+
+
+def test_the_sidecar_is_shut_down_when_timing_fails(tmp_path):
+    def ours() -> float:
+        raise RuntimeError("ours broke")
+
+    with pytest.raises(RuntimeError, match="ours broke"):
+        network_time._timed(ours, [("Here", timer_makers.pid_timer, (str(tmp_path / "pid"),))], lambda _: None)
+    assert not psutil.pid_exists(_pid(tmp_path / "pid"))

@@ -3,33 +3,35 @@
 against compute, and the frameworks that run the same model on the same input beside it.
 
 Correctness first: the network's outputs are checked against the reference before anything is
-timed, and each framework's outputs against the same reference. The network's latency is timed
-plainly; its kernels' times come from the VM's instrument hook (each call between its before and
-after), medians over several runs of the whole network, so they include what the network does
-to a kernel (a cache another kernel left warm or cold). Frameworks: PyTorch eager and ONNX
-Runtime (on the module exported to ONNX) for a built-in network, ONNX Runtime for an imported
-ONNX file, none for a model of the op library.
+timed, and each framework's outputs against the same reference. Its kernels' times come from the
+VM's instrument hook (each call between its before and after), medians over several runs of the
+whole network, so they include what the network does to a kernel (a cache another left warm or
+cold). Frameworks (``measure.frameworks``): PyTorch eager and ONNX Runtime (on the module exported
+to ONNX) for a built-in network, ONNX Runtime for an imported ONNX file, none for a model of the
+op library; made, checked and timed in a sidecar process (``library.Sidecar``), never in the
+app's server, their samples interleaved with the network's; one that fails is named with why.
 """
 
 from __future__ import annotations
 
-import tempfile
+import math
 import time
-import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..models import zoo
 from ..base.errors import BuildError, first_line
-from ..base.interleave import call_timer, wait_for_quiet
-from ..build.program import output_errors
+from ..base.interleave import ROUNDS, Timer, call_timer, remeasure
 from ..build.relaxnet import build_network
+from ..measure.engines import label_error
+from ..measure.frameworks import (SAMPLE_MS, exported_onnxruntime_timer, new_sidecar, onnxruntime_timer,
+                                  relative_error, torch_eager_timer)
+from ..measure.library import Sidecar
 from .session import State
 from ..build.targets import target_cores
-from ..base.timing import Stats, measure_until_quiet
+from ..base.timing import Stats
 
 __all__ = ["KernelSpan", "Contender", "NetworkTime", "time_network", "CONVERSION", "RTOL"]
 
@@ -42,6 +44,11 @@ FRAMEWORK_RTOL = 1e-3
 #: the instrumented runs take about this long, in seconds (at least ``MIN_RUNS`` runs, at most ``MAX_RUNS``)
 TRACE_S = 0.5
 MIN_RUNS, MAX_RUNS = 3, 15
+#: the longest wait for quiet before each sample (``interleave.wait_for_quiet``): the last
+#: contender's thread pools spin on after it returns; shorter than the benchmarks' for an app
+SETTLE_S = 0.5
+#: ours' name among the contenders
+OURS = "ours (compiled network)"
 
 
 @dataclass(frozen=True)
@@ -120,12 +127,6 @@ def _op_type(state: State, kernel: Any) -> str:
     return next((n for n in nodes if n.kind == "complex"), nodes[0]).label
 
 
-def _latency(call: Callable[[], object]) -> Stats:
-    wait_for_quiet()  # another pool spinning on would take this one's cores
-    timer = call_timer(call, min_ms=20.0)
-    return measure_until_quiet(lambda: [timer() for _ in range(5)], max_rounds=2)
-
-
 def _traced(vm: Any, args: list, kernels: set[str]) -> tuple[list[str], dict[str, list[float]], int]:
     """The kernels in the order one run calls them, and each one's ms in every instrumented run."""
     calls: list[tuple[str, float]] = []
@@ -149,72 +150,98 @@ def _traced(vm: Any, args: list, kernels: set[str]) -> tuple[list[str], dict[str
     return order, times, runs
 
 
-def _rel_error(got: Sequence[np.ndarray], want: Mapping[str, np.ndarray]) -> float:
-    if len(got) != len(want):
-        raise BuildError(f"{len(got)} outputs where the model has {len(want)}")
-    per = output_errors({t: np.asarray(g, np.float32).reshape(want[t].shape) for t, g in zip(want, got)}, want)
-    return max(r for _, r in per.values())
+class _Remote:
+    """A framework's timer in the sidecar: a sample that fails records why (``failed``) and gives
+    NaN from then on, so that the rounds go on without it."""
+
+    def __init__(self, timer: Timer) -> None:
+        self.timer, self.failed = timer, ""
+
+    def __call__(self) -> float:
+        if not self.failed:
+            try:
+                return self.timer()
+            except Exception as e:  # noqa: BLE001 - the framework is marked failed, the others still run
+                self.failed = _failure(e)
+        return math.nan
 
 
-def _framework(name: str, make: Callable[[], Callable[[], Sequence[Any]]], want: Mapping[str, np.ndarray]
-               ) -> Contender:
-    """A framework's contender: the call ``make`` sets up, its outputs checked against ``want``, then timed."""
-    try:
-        run = make()
-        err = _rel_error([np.asarray(o) for o in run()], want)
-        note = "" if err < FRAMEWORK_RTOL else f"its outputs differ from the reference by {err:.1e}"
-        return Contender(name, _latency(run), err, note)
-    except Exception as e:  # noqa: BLE001 - a framework that cannot run is named, the others still run
-        return Contender(name, None, note=f"{type(e).__name__}: {first_line(e)}")
+#: how ``library.Sidecar`` prefixes the error a maker or a sample raised in it
+_SIDECAR_FAILED = "the timing sidecar failed: "
+#: what the pipe to a sidecar raises once its process is gone
+_ENDED = (EOFError, BrokenPipeError, ConnectionResetError)
 
 
-def _frameworks(model: Mapping, inputs: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], threads: int,
-                say: Callable[[str], None]) -> list[Contender]:
+def _failure(e: BaseException) -> str:
+    """Why a framework failed, in a line: its own error as the sidecar reports it, or the sidecar's."""
+    text = str(e)
+    if text.startswith(_SIDECAR_FAILED):
+        kind, _, msg = text.removeprefix(_SIDECAR_FAILED).partition(": ")
+        return f"{kind}: {first_line(RuntimeError(msg))}" if msg.strip() else kind
+    if isinstance(e, _ENDED):
+        return f"its timing process ended ({type(e).__name__})"
+    return f"{type(e).__name__}: {first_line(e)}"
+
+
+Spec = tuple[str, Callable[..., Timer], tuple]  # a framework: its name, its maker (module level) and arguments
+
+
+def _framework_specs(model: Mapping, inputs: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray],
+                     threads: int) -> list[Spec]:
     """PyTorch and ONNX Runtime on a built-in network, ONNX Runtime on an imported ONNX file."""
     if model.get("zoo") in zoo.NETWORKS:
-        import torch
-
-        from ..models import networks
-
-        module, _ = getattr(networks, model["zoo"])(**{k: v for k, v in model.items() if k != "zoo"})
-        xs = tuple(torch.from_numpy(np.ascontiguousarray(v)) for v in inputs.values())
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            say("timing PyTorch eager")
-
-            def eager() -> list:
-                with torch.no_grad():
-                    out = module(*xs)
-                return [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
-
-            got = [_framework("PyTorch eager", lambda: eager, want)]
-        finally:
-            torch.set_num_threads(before)
-        with tempfile.TemporaryDirectory() as tmp:
-            say("exporting to ONNX, timing ONNX Runtime")
-            path = Path(tmp) / "model.onnx"
-            got.append(_framework("ONNX Runtime", lambda: _ort(path, inputs, threads, module, xs), want))
-        return got
+        args = (model["zoo"], {k: v for k, v in model.items() if k != "zoo"}, dict(inputs), threads, dict(want))
+        return [("PyTorch eager", torch_eager_timer, args), ("ONNX Runtime", exported_onnxruntime_timer, args)]
     if "file" in model and str(model["file"]).lower().endswith(".onnx"):
-        say("timing ONNX Runtime")
-        return [_framework("ONNX Runtime", lambda: _ort(Path(model["file"]), inputs, threads), want)]
+        return [("ONNX Runtime", onnxruntime_timer, (str(model["file"]), dict(inputs), threads, dict(want)))]
     return []
 
 
-def _ort(path: Path, inputs: Mapping[str, np.ndarray], threads: int, module: Any = None, xs: tuple = ()) -> Callable:
-    """ONNX Runtime on ``path`` (exported from ``module`` first when given): a call to time."""
-    from ..measure.engines import ort_session
+def _latencies(timers: Mapping[str, Timer]) -> dict[str, Stats]:
+    """Every timer's samples, taken in turn round after round (``interleave.remeasure``)."""
+    return {k: r.stats for k, r in remeasure(timers, ROUNDS, settle_s=SETTLE_S).items()}
 
-    if module is not None and not path.exists():
-        import torch
 
-        with warnings.catch_warnings():  # the TorchScript exporter's deprecation and tracer notes, expected here
-            warnings.simplefilter("ignore")
-            torch.onnx.export(module.eval(), xs, str(path), dynamo=False, opset_version=17, input_names=list(inputs))
-    sess = ort_session(path, threads)
-    feed = {i.name: np.ascontiguousarray(v) for i, v in zip(sess.get_inputs(), inputs.values())}
-    return lambda: sess.run(None, feed)
+def _timed(ours: Timer, specs: Sequence[Spec], say: Callable[[str], None]) -> tuple[Stats, list[Contender]]:
+    """Ours' latency and the frameworks' contenders: each framework made, checked and sampled in a
+    sidecar process (a new one after a framework ended the last), its samples interleaved with
+    ours'; one that fails is named with why; every sidecar is closed before this returns or raises."""
+    if not specs:
+        say("timing the network")
+        return _latencies({OURS: ours})[OURS], []
+    made: dict[str, _Remote] = {}
+    failed: dict[str, str] = {}
+    sidecars: list[Sidecar] = []
+    ended = False  # the last sidecar's process is gone: the next framework gets a new one
+    try:
+        for name, make, args in specs:
+            say(f"making {name} in a process of its own, checking it against the reference")
+            try:
+                if ended or not sidecars:
+                    sidecars.append(new_sidecar())
+                    ended = False
+                timer = sidecars[-1].timer(make, *args)
+                if timer is None:
+                    raise BuildError("its maker made no timer")
+                made[name] = _Remote(timer)
+            except Exception as e:  # noqa: BLE001 - a framework that cannot run is named, the others still run
+                failed[name] = _failure(e)
+                ended = isinstance(e, _ENDED)
+        say("timing the network" + "".join(f", {name}" for name in made) + (" in turn" if made else ""))
+        stats = _latencies({OURS: ours, **made})
+    finally:
+        for sidecar in sidecars:
+            sidecar.close()
+    return stats[OURS], [_contender(name, made.get(name), stats.get(name), failed.get(name, ""))
+                         for name, *_ in specs]
+
+
+def _contender(name: str, remote: _Remote | None, stats: Stats | None, failed: str) -> Contender:
+    if remote is None or remote.failed:
+        return Contender(name, None, note=remote.failed if remote else failed)
+    err = label_error(getattr(remote.timer, "label", ""))
+    note = f"its outputs differ from the reference by {err:.1e}" if err is not None and err >= FRAMEWORK_RTOL else ""
+    return Contender(name, stats, err, note)
 
 
 def time_network(state: State, seed: int = 0, say: Callable[[str], None] | None = None,
@@ -232,12 +259,13 @@ def time_network(state: State, seed: int = 0, say: Callable[[str], None] | None 
     say("checking it against the reference")
     reference = graph.reference(values)
     want = {t: reference[t] for t in graph.outputs}
-    err = _rel_error(list(net.run(values).values()), want)
+    err = relative_error(list(net.run(values).values()), want)
     if err >= RTOL:
         raise BuildError(f"the network's outputs differ from the reference by {err:.1e} (relative): not timed")
-    say("timing the network")
     main, args = net.vm()["main"], net.args(values)
-    ours = Contender("ours (compiled network)", _latency(lambda: main(*args)), err)
+    specs = _framework_specs(state.session.model, {t: values[t] for t in graph.inputs}, want,
+                             target_cores(target)) if frameworks else []
+    latency, others = _timed(call_timer(lambda: main(*args), SAMPLE_MS), specs, say)
     say("timing its kernels in the network")
     by_name = {k.name: k for k in prog.plan.kernels}
     order, times, runs = _traced(net.vm(), args, set(by_name))
@@ -246,6 +274,5 @@ def time_network(state: State, seed: int = 0, say: Callable[[str], None] | None 
         stats = Stats.of(times[name])
         spans.append(KernelSpan(name, _op_type(state, by_name[name]), tuple(by_name[name].ops), start, stats))
         start += stats.median_ms
-    others = _frameworks(state.session.model, {t: values[t] for t in graph.inputs}, want, target_cores(target),
-                         say) if frameworks else []
-    return NetworkTime(zoo.model_label(state.session.model), tuple(spans), runs, (ours, *others))
+    return NetworkTime(zoo.model_label(state.session.model), tuple(spans), runs,
+                       (Contender(OURS, latency, err), *others))
