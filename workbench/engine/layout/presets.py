@@ -1,5 +1,6 @@
 """Layout presets: named primitive sequences that users (and the joint tuner) apply in one step:
-NHWC, channel blocking, ALT's tiled convolution template and GMM's NKn.
+NHWC, channel blocking, ALT's tiled convolution template, GMM's NKn and its weight panels alone
+for matrix-vector products (``packed_gemv``).
 
 A preset is data: what it builds, what it applies to (a tensor, or a complex op of some types:
 ``Preset.applies_to``), and its default parameters. Its builder returns layout ``Step``s,
@@ -24,7 +25,8 @@ from .keys import key_base, layout_keys
 from ..ir.ops import per_dim
 from ..base.step import Step
 
-__all__ = ["Preset", "PRESETS", "preset_actions", "channels_last", "blocked", "alt_tiled", "nkn"]
+__all__ = ["Preset", "PRESETS", "preset_actions", "channels_last", "blocked", "alt_tiled", "nkn",
+           "packed_gemv"]
 
 
 def _step(key: str, primitive: str, args: dict[str, Any]) -> Step:
@@ -131,13 +133,39 @@ def nkn(graph: Graph, op: str, m: int = 16, n: int = 16) -> list[Step]:
             _step(op, "reorder", {"perm": keep + [lead, lead + 2, lead + 1, lead + 3]}),
             _step(av, "split", {"dim": lead, "factors": [-1, m]}),
             _step(av, "reorder", {"perm": keep + [lead, lead + 2, lead + 1]})]
-    if node.kwargs.get("transpose_b"):  # B stored (N, K)
-        acts += [_step(bv, "split", {"dim": lead, "factors": [-1, n]}),
-                 _step(bv, "reorder", {"perm": keep + [lead, lead + 2, lead + 1]})]
-    else:  # B stored (K, N)
-        acts += [_step(bv, "split", {"dim": lead + 1, "factors": [-1, n]}),
-                 _step(bv, "reorder", {"perm": keep + [lead + 1, lead, lead + 2]})]
-    return acts
+    return acts + _panels(graph, op, bv, n)
+
+
+def _panels(graph: Graph, op: str, bv: str, n: int) -> list[Step]:
+    """B (layout key ``bv``) of matmul ``op`` in panels of ``n`` columns: (N/n) K n."""
+    lead = len(graph.tensors[op].shape) - 2
+    keep = list(range(lead))
+    if graph.node(op).kwargs.get("transpose_b"):  # B stored (N, K)
+        return [_step(bv, "split", {"dim": lead, "factors": [-1, n]}),
+                _step(bv, "reorder", {"perm": keep + [lead, lead + 2, lead + 1]})]
+    return [_step(bv, "split", {"dim": lead + 1, "factors": [-1, n]}),  # B stored (K, N)
+            _step(bv, "reorder", {"perm": keep + [lead + 1, lead, lead + 2]})]
+
+
+def packed_gemv(graph: Graph, op: str, v: int = 16) -> list[Step]:
+    """The weight of a matrix-vector product (a matmul of few rows: a decode step) packed for it:
+    B (N/v) K v, ``v`` output columns (a vector register's lanes) innermost, so that each thread
+    streams whole contiguous panels and every weight line is read once; A and C keep their
+    layouts (with one row, NKn's row blocks would only add conversions). A weight stored (N, K)
+    (``transpose_b``) ends in the same form; ``v`` larger than N is clipped to N.
+
+    >>> from workbench.engine.models import zoo
+    >>> g = zoo.load("llama_layer_decode", hidden=64, heads=4, kv_heads=2, mlp=96, past=8)
+    >>> [str(s) for s in packed_gemv(g, "dense5", v=16)]
+    ['split(dim=2, factors=[-1, 16])', 'reorder(perm=[0, 2, 1, 3])']"""
+    node = graph.node(op)
+    if node.type != "matmul":
+        raise LayoutError(f"packed_gemv applies to matmul; {op} is {node.label}")
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise LayoutError(f"packed_gemv's v must be a positive number of columns, got {v!r}")
+    b = node.inputs[1]
+    bv = b if graph.tensors[b].role == "const" else f"{b}@{op}"
+    return _panels(graph, op, bv, min(v, graph.tensors[op].shape[-1]))
 
 
 @dataclass(frozen=True)
@@ -173,6 +201,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("blocked", blocked, "tensor", defaults={"factor": 16}),
     Preset("alt_tiled", alt_tiled, "op", ("conv",), {"tiles": 4, "ot": 16, "it": 16, "tile_out": True}),
     Preset("nkn", nkn, "op", ("matmul",), {"m": 16, "n": 16}),
+    Preset("packed_gemv", packed_gemv, "op", ("matmul",), {"v": 16}),
 )}
 
 
