@@ -175,3 +175,19 @@ def test_the_backward_graph_builds_with_tvm_and_matches_the_interpreter_buffer_b
     from workbench.engine.layout.book import LayoutBook
 
     check_stored_buffers(backward(CASES[case][0]), LayoutBook())
+
+
+def test_a_large_strided_conv_has_a_gradient_whose_guarded_reads_are_checked_dim_by_dim():
+    # 512 x 7 points per spatial dim; the two dims together (12.8M) would be too many to enumerate
+    op, (g,) = _grads("out[n, k, y, x] += inp[n, c, 2*y + r, 2*x + s] * w[k, c, r, s]",
+                      {"inp": (1, 3, 512, 512), "w": (4, 3, 7, 7)}, "inp")
+    assert g.op.out_shape == (1, 3, 512, 512) and g.guarded
+    assert dict(g.op.extents) == {"n": 1, "c": 3, "z2": 512, "z3": 512, "k": 4, "r": 7, "s": 7}
+
+
+def test_a_transposed_conv_has_a_strided_conv_for_its_input_gradient():
+    # the forward guard (h - r) % 2 == 0 pins the remainder the solver introduced: no loop over it
+    g = backward(CASES["transposed conv"][0])
+    grad = g.node("grad_inp").kwargs["expr"]
+    assert str(grad) == "grad_inp[n, c, z2, z3] += grad_up[n, k, r + 2 * z2, s + 2 * z3] * w[c, k, r, s]"
+    assert grad.reduction == ("k", "r", "s") and not grad.note.count("non-invertible")

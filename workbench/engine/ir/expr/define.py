@@ -216,7 +216,9 @@ def _guarded_reads(node: Node, guards: tuple) -> list[tuple[Access, tuple[tuple[
 
 def _span(node: Node, guards: tuple[tuple[Node, bool], ...], extents: Mapping[str, int]) -> tuple[int, int] | None:
     """``index_range`` of ``node`` over the points where every guard takes its side (None: at no
-    point); on a grid of more than 4M points, over all points."""
+    point); on a grid of more than 4M points, over all points. Only the guards' conjuncts tied to
+    ``node``'s indices (directly or through other conjuncts) count: the others do not move it."""
+    guards = _tied(node, [c for g in guards for c in _conjuncts(*g)])
     free = sorted({n.name for g in (node, *(c for c, _ in guards)) for n in walk(g) if isinstance(n, Name)})
     if not guards or math.prod(extents[n] for n in free) > _GRID:
         return index_range(node, extents)
@@ -229,6 +231,23 @@ def _span(node: Node, guards: tuple[tuple[Node, bool], ...], extents: Mapping[st
         return None
     vals = np.broadcast_to(fold_index(node, grid), shape)[mask]
     return int(vals.min()), int(vals.max())
+
+
+def _conjuncts(cond: Node, side: bool) -> list[tuple[Node, bool]]:
+    """``a and b`` true (or ``a or b`` false) as its parts, each with its side."""
+    if isinstance(cond, Binary) and cond.op == ("and" if side else "or"):
+        return _conjuncts(cond.a, side) + _conjuncts(cond.b, side)
+    return [(cond, side)]
+
+
+def _tied(node: Node, conds: list[tuple[Node, bool]]) -> tuple[tuple[Node, bool], ...]:
+    names = {n.name for n in walk(node) if isinstance(n, Name)}
+    tied: list[tuple[Node, bool]] = []
+    while more := [c for c in conds if c not in tied and (names & {n.name for n in walk(c[0]) if isinstance(n, Name)}
+                                                          or not any(isinstance(n, Name) for n in walk(c[0])))]:
+        tied += more
+        names |= {n.name for c, _ in more for n in walk(c) if isinstance(n, Name)}
+    return tuple(tied)
 
 
 def _grid(free: list[str], extents: Mapping[str, int]) -> dict[str, np.ndarray]:

@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from .affine import Form, form_of, map_names, node_of
+from .affine import Form, combine, const, form_of, form_range, map_names, node_of, substitute
 from .check import kind_of
 from .define import ExprOp, define
 from .diff import derivative, mul
 from .lexer import ExprError
-from .nodes import Access, Binary, Call, Name, Node, Num, Statement, Unary, walk
+from .nodes import COMPARISONS, Access, Binary, Call, Name, Node, Num, Statement, Unary, walk
 from .solve import solve
 
 __all__ = ["Gradient", "gradient", "sum_of"]
@@ -94,6 +94,7 @@ def _site(op: ExprOp, read: Access, d: Node, out: str, grad_out: str, shapes: Ma
     ext = {**{final[t]: n for t, n in zip(temp, shape)}, **free}
     value = _rewrite(g, env, ext)
     guards = [map_names(c, rename) for c in sol.guards]
+    value, guards = _pinned(g, value, guards, env, ext, free)
     if guards:
         cond = guards[0]
         for c in guards[1:]:
@@ -117,19 +118,76 @@ def _rename_form(f: Form, final: Mapping[str, str], rename) -> Form:
             for k, v in f.items()}
 
 
-def _rewrite(node: Node, env: Mapping[str, Form], ext: Mapping[str, int]) -> Node:
-    """``node`` with the forward op's indices replaced by their solution, every index simplified."""
+def _rewrite(node: Node, env: Mapping[str, Form], ext: Mapping[str, int]) -> Node | bool:
+    """``node`` with the forward op's indices replaced by their solution, every index simplified;
+    a comparison of indices that their ranges decide is True or False, folded into the ``and``,
+    ``or``, ``not`` or ``where`` above it."""
     if kind_of(node) == "index":
         return node_of(form_of(node, ext, env))
     if isinstance(node, Access):
         return Access(node.tensor, tuple(node_of(form_of(i, ext, env)) for i in node.indices))
+    if isinstance(node, Binary) and node.op in COMPARISONS and kind_of(node.a) == kind_of(node.b) == "index":
+        a, b = form_of(node.a, ext, env), form_of(node.b, ext, env)
+        decided = _decide(node.op, *form_range(combine((1, a), (-1, b)), ext))
+        return Binary(node.op, node_of(a), node_of(b)) if decided is None else decided
     if isinstance(node, Unary):
-        return Unary(node.op, _rewrite(node.x, env, ext))
+        x = _rewrite(node.x, env, ext)
+        return (not x) if isinstance(x, bool) else Unary(node.op, x)
     if isinstance(node, Binary):
-        return Binary(node.op, _rewrite(node.a, env, ext), _rewrite(node.b, env, ext))
+        a, b = _rewrite(node.a, env, ext), _rewrite(node.b, env, ext)
+        if node.op in ("and", "or"):
+            stop = node.op == "or"  # the value that decides it alone
+            if a is stop or b is stop:
+                return stop
+            return b if a is not stop and isinstance(a, bool) else a if isinstance(b, bool) else Binary(node.op, a, b)
+        return Binary(node.op, a, b)
     if isinstance(node, Call):
-        return Call(node.fn, tuple(_rewrite(a, env, ext) for a in node.args))
+        args = [_rewrite(x, env, ext) for x in node.args]
+        if node.fn == "where" and isinstance(args[0], bool):
+            return args[1] if args[0] else args[2]
+        return Call(node.fn, tuple(args))
     return node
+
+
+def _pinned(g: Node, value: Node, guards: list[Node], env: dict[str, Form], ext: dict[str, int],
+            free: dict[str, int]) -> tuple[Node, list[Node]]:
+    """A new reduction index the value is zero without (``where(m0 == 0 and ..., x, 0.0)``, a
+    forward guard's stride) is fixed there: one point instead of a loop over it. Updates ``env``,
+    ``ext`` and ``free``; returns the value and the guards without it."""
+    pins = {c.a.name: int(c.b.value) for c in _required(value) if isinstance(c, Binary) and c.op == "=="
+            and isinstance(c.a, Name) and c.a.name in free and isinstance(c.b, Num) and isinstance(c.b.value, int)
+            and 0 <= c.b.value < free[c.a.name]}
+    if not pins:
+        return value, guards
+    fixed = {v: const(c) for v, c in pins.items()}
+    rest = {k: n for k, n in ext.items() if k not in pins}
+    kept = [_rewrite(c, fixed, rest) for c in guards]
+    if any(c is False for c in kept):  # no point left: leave it as it was
+        return value, guards
+    env.update({v: substitute(f, fixed) for v, f in env.items()})
+    for v in pins:
+        del ext[v], free[v]
+    return _rewrite(g, env, ext), [c for c in kept if c is not True]
+
+
+def _required(node: Node) -> list[Node]:
+    """Conditions without which ``node`` is 0: the guards of ``where(c, x, 0.0)`` and its factors'."""
+    if isinstance(node, Call) and node.fn == "where" and node.args[2] == Num(0.0):
+        cond, parts = node.args[0], []
+        while isinstance(cond, Binary) and cond.op == "and":
+            parts.append(cond.b)
+            cond = cond.a
+        return [cond, *parts] + _required(node.args[1])
+    if isinstance(node, Binary) and node.op == "*":
+        return _required(node.a) + _required(node.b)
+    return []
+
+
+def _decide(op: str, lo: int, hi: int) -> bool | None:
+    """``d op 0`` for every ``d`` in ``lo..hi``: True, False, or None when it depends."""
+    holds = {"<": hi < 0, "<=": hi <= 0, ">": lo > 0, ">=": lo >= 0, "==": lo == hi == 0, "!=": lo > 0 or hi < 0}
+    fails = {"<": lo >= 0, "<=": lo > 0, ">": hi <= 0, ">=": hi < 0, "==": lo > 0 or hi < 0, "!=": lo == hi == 0}
+    return True if holds[op] else False if fails[op] else None
 
 
 def _shortest(stmt: Statement, shapes: Mapping[str, Sequence[int]], shape: Shape) -> ExprOp:
