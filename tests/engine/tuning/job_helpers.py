@@ -12,10 +12,12 @@ from typing import Iterable
 import tvm
 import tvm.s_tir.meta_schedule as ms
 
-from workbench.engine.session.session import Session, State
+from workbench.engine.base.step import Step
+from workbench.engine.session.session import Session, State, replay
 from workbench.engine.build.targets import target_from
 from workbench.engine.tuning.database import open_database
-from workbench.engine.tuning.jobs.worker import Job, session_job_spec
+from workbench.engine.tuning.jobs.handle import Job
+from workbench.engine.tuning.jobs.spec import session_job_spec
 
 
 def job_folder(folder: Path, start: Session, stage: str, rows: list[dict], *, owner: str | None = None,
@@ -54,3 +56,9 @@ def rows(task: str, latencies: list[float | None], stage: str = "loop") -> list[
     """Progress lines of ``task``, one a second from t = 10."""
     return [{"task": task, "stage": stage, "trial": i + 1, "layout": None, "latency_ms": lat, "error": None,
              "best_ms": None, "time": 10.0 + i} for i, lat in enumerate(latencies)]
+
+
+def tuned_conv(start: Session, latency_ms: float = 0.5) -> State:
+    """``start`` (r18_stem) with its conv tuned as a result gives it: a ``tuned`` step of its
+    unscheduled trace, measured at ``latency_ms``."""
+    return replay(start).push(Step.make("tuned", "conv", "tuned", stage="loop", trace=[[], []], latency_ms=latency_ms))

@@ -8,12 +8,13 @@ import pytest
 
 from workbench.engine.ir.graph import GraphBuilder
 from workbench.engine.session.session import new_session, replay
-from workbench.engine.base.step import Step
 from workbench.engine.base.timing import Stats
 from workbench.engine.tuning.jobs.baselines import KernelBaselines, measure_baselines, op_workload, read_report, speedup_rows, total, tuned_kernels
-from workbench.engine.tuning.jobs.worker import Job, baselines_job_spec, run_job
+from workbench.engine.tuning.jobs.handle import Job
+from workbench.engine.tuning.jobs.spec import baselines_job_spec
+from workbench.engine.tuning.jobs.worker import run_job
 
-from tests.engine.tuning.job_helpers import job_folder, rows
+from tests.engine.tuning.job_helpers import job_folder, rows, tuned_conv
 
 
 def _kernel(name: str, tuned: float, **baselines: float) -> KernelBaselines:
@@ -72,7 +73,7 @@ def test_a_report_comes_from_the_run_or_a_baselines_job_on_that_very_run():
 
 def test_tuned_kernels_are_those_the_result_adds_a_tuned_schedule_to():
     start = replay(new_session("r18_stem"))
-    tuned = start.push(Step.make("tuned", "conv", "tuned", stage="loop", trace=[[], []], latency_ms=0.5))
+    tuned = tuned_conv(start.session)
     assert tuned_kernels(start, tuned) == ["conv"] and tuned_kernels(start, start) == []
 
 
@@ -81,7 +82,7 @@ def test_a_baselines_job_times_a_finished_runs_kernels_against_their_baselines(t
     """The worker's side, on r18_stem: conv's result (its unscheduled trace) against the starting
     session (no schedule), conv's expert schedule and PyTorch, one interleaved round."""
     start = new_session("r18_stem")
-    tuned = replay(start).push(Step.make("tuned", "conv", "tuned", stage="loop", trace=[[], []], latency_ms=0.5))
+    tuned = tuned_conv(start)
     job = job_folder(tmp_path / "job", start, "loop", rows("conv", [0.5]),
                      result={"session": tuned.session.to_json(), "network": {}})
     assert job.baselines() is None
