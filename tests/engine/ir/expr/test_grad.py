@@ -28,6 +28,11 @@ def _capsule(caps, w):  # NeoFlow's capsule conv, stride 2: 4x4 pose matrices ti
     return torch.einsum("bcpqimrs,kcrsmj->bkpqij", win, w)
 
 
+def _lltm(x, h, c, wx, wh, b):
+    i, o, cand = (x @ wx.T + h @ wh.T + b).chunk(3, dim=1)
+    return torch.tanh(c + F.elu(cand) * torch.sigmoid(i)) * torch.sigmoid(o)
+
+
 CASES = {
     "conv2d stride 2": _conv(stride=(2, 2)),
     "conv2d dilation 2": _conv(dilation=(2, 2)),
@@ -60,6 +65,16 @@ CASES = {
                 "s: out[i] += e[i, j]\n"
                 "y: out[i, j] = e[i, j] / s[i]",
                 lambda x: torch.softmax(x, -1)),
+    "lltm cell": ("input x[3, 5]\ninput h[3, 7]\ninput c[3, 7]\ninput wx[21, 5]\ninput wh[21, 7]\ninput b[21]\n"
+                  "gx: out[n, g] += x[n, k] * wx[g, k]\n"
+                  "gh: out[n, g] += h[n, k] * wh[g, k]\n"
+                  "pre: out[n, g] = gx[n, g] + gh[n, g] + b[g]\n"  # rows: input gate, output gate, candidate (ELU)
+                  "cell[3, 7]: out[n, j] = c[n, j] + where(pre[n, 14 + j] > 0, pre[n, 14 + j], "
+                  "exp(pre[n, 14 + j]) - 1.0) * sigmoid(pre[n, j])\n"
+                  "hnew: out[n, j] = tanh(cell[n, j]) * sigmoid(pre[n, 7 + j])", _lltm),
+    "concatenation": ("input x[3, 4]\ninput h[3, 5]\ninput w[6, 9]\n"
+                      "mm[3, 6]: out[n, g] += where(j < 5, h[n, j], x[n, j - 5]) * w[g, j]",
+                      lambda x, h, w: torch.cat([h, x], 1) @ w.T),
     "pixel shuffle then tanh": ("input inp[1, 8, 3, 5]\n"
                                 "ps: out[n, c, h, x] = inp[n, c*4 + (h % 2)*2 + x % 2, h // 2, x // 2]\n"
                                 "act: out[n, c, h, x] = tanh(ps[n, c, h, x]) * ps[n, c, h, x]",

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 from .affine import Form, combine, const, form_of, form_range, map_names, node_of, substitute
 from .check import kind_of
 from .define import ExprOp, define
-from .diff import derivative, mul
+from .diff import ONE, derivative, mul
 from .lexer import ExprError
 from .nodes import COMPARISONS, Access, Binary, Call, Name, Node, Num, Statement, Unary, walk
 from .solve import solve
@@ -140,6 +140,8 @@ def _rewrite(node: Node, env: Mapping[str, Form], ext: Mapping[str, int]) -> Nod
             if a is stop or b is stop:
                 return stop
             return b if a is not stop and isinstance(a, bool) else a if isinstance(b, bool) else Binary(node.op, a, b)
+        if node.op == "*" and (a == ONE or b == ONE):  # a where the ranges decided left a factor 1.0
+            return b if a == ONE else a
         return Binary(node.op, a, b)
     if isinstance(node, Call):
         args = [_rewrite(x, env, ext) for x in node.args]
