@@ -40,3 +40,19 @@ def test_options_refuse_bad_values_and_derive_seeds():
     with pytest.raises(TuneError, match="num_trials_per_iter"):
         TuneOptions(num_trials_per_iter=0)
     assert TuneOptions(seed=3).seed_plus(2) == 5 and TuneOptions(seed=None).seed_plus(2) is None
+
+
+def test_loss_weights_follow_the_time_a_kernel_loses_not_its_flops():
+    from workbench.engine.tuning.options import LOSS_FLOOR, loss_weights
+
+    # a: many FLOPs at the best rate; b: as many FLOPs, twice as slow; c: few FLOPs, slow
+    w = loss_weights([200.0, 200.0, 10.0], [1.0, 2.0, 0.5])
+    assert w[0] == pytest.approx(LOSS_FLOOR * 1.0)  # nothing to win but the floor
+    assert w[1] == pytest.approx(1.0) and w[2] == pytest.approx(0.45)
+    assert w[2] > w[0]  # by FLOPs it would get a twentieth of a's share
+    with pytest.raises(TuneError, match="positive"):
+        loss_weights([1.0], [0.0])
+    with pytest.raises(TuneError, match="2 FLOP counts for 1 times"):
+        loss_weights([1.0, 2.0], [1.0])
+    with pytest.raises(TuneError, match="split"):
+        TuneOptions(split="time")

@@ -136,3 +136,26 @@ def test_a_schedule_with_wrong_results_is_not_used_and_the_next_one_is(tmp_path)
         chosen = _first_correct(state, "conv1", {"expert": _expert("conv1"), "tuned": bad})  # tuned first
     assert chosen.session.steps == good.session.steps
     assert chosen.scheduled_program().build().verify().ok
+
+
+def test_the_joint_budget_goes_where_the_network_loses_time():
+    """mv2_block: the depthwise conv has the fewest FLOPs; when it is the kernel that loses time
+    it gets the largest share (``split="loss"``), under a FLOPs split the smallest."""
+    from pathlib import Path
+
+    from workbench.engine.session.session import load
+    from workbench.engine.tuning.stages import joint_shares, seed_times
+
+    state = replay(load(Path(__file__).resolve().parents[3] / "sessions" / "mv2_block.json"))
+    kernels = {op: state.home_kernel(op) for op in ("expand", "dw", "project")}
+    slow_dw = {kernels["expand"]: 0.02, kernels["dw"]: 0.05, kernels["project"]: 0.02}
+    by_flops = {s.op: s.budget for s in joint_shares(state, 40, TuneOptions(split="flops"), slow_dw)}
+    by_loss = {s.op: s.budget for s in joint_shares(state, 40, TuneOptions(split="loss"), slow_dw)}
+    assert by_flops["dw"] < min(by_flops["expand"], by_flops["project"])
+    assert by_loss["dw"] > max(by_loss["expand"], by_loss["project"])
+    assert sum(by_loss.values()) == sum(by_flops.values())
+    # without a time for every kernel the split falls back to FLOPs
+    partial = joint_shares(state, 40, TuneOptions(split="loss"), {kernels["dw"]: 0.05})
+    assert {s.op: s.budget for s in partial} == by_flops
+    times = seed_times(state)  # the expert network, timed: every complex kernel has a time
+    assert all(times[k] > 0 for k in kernels.values())

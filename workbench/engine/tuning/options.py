@@ -1,5 +1,6 @@
-"""How to tune (``TuneOptions``, shared by both stages and the worker) and how a budget of
-measurements is shared among kernels (``budget_shares``, the one splitter)."""
+"""How to tune (``TuneOptions``, shared by both stages and the worker), how a budget of
+measurements is shared among kernels (``budget_shares``, the one splitter) and by what weight
+(``loss_weights``: where the network loses time)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from typing import Sequence
 from ..base.errors import TuneError
 from .rpc import RpcConfig
 
-__all__ = ["BUILD_TIMEOUT_S", "SEARCHES", "TuneOptions", "budget_shares"]
+__all__ = ["BUILD_TIMEOUT_S", "SEARCHES", "SPLITS", "TuneOptions", "budget_shares", "loss_weights"]
 
 #: seconds a candidate's build may take before it is recorded as failed
 BUILD_TIMEOUT_S = 60.0
 
 SEARCHES = ("model", "random")
+#: how a joint tuning splits its budget over the ops: by measured loss (``loss_weights``) or by FLOPs
+SPLITS = ("loss", "flops")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,11 @@ class TuneOptions:
     keep_faster : bool
         Time the tuned network against its seeds and starting point and keep the fastest
         (``stages.tune_network``).
+    split : str
+        How the joint stage shares its budget among the ops: ``loss``, by the time each op's
+        kernel loses in the network on its expert schedule (``loss_weights``: measured time above
+        what the network's best FLOP rate would give; the network is built and timed once first);
+        ``flops`` (the default until ``loss`` is shown to win), by FLOPs alone.
 
     >>> TuneOptions(search="greedy")
     Traceback (most recent call last):
@@ -83,10 +91,13 @@ class TuneOptions:
     genetic_num_iters: int = 3
     settle_fraction: float = 0.25
     keep_faster: bool = True
+    split: str = "flops"
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
             raise TuneError(f"search must be 'model' or 'random', got {self.search!r}")
+        if self.split not in SPLITS:
+            raise TuneError(f"split must be 'loss' or 'flops', got {self.split!r}")
         if not self.build_timeout_s > 0:
             raise TuneError(f"build_timeout_s must be positive, got {self.build_timeout_s}")
         if not 0.0 <= self.settle_fraction < 1.0:
@@ -134,3 +145,30 @@ def budget_shares(weights: Sequence[float], budget: int, minimum: int = 1) -> li
     for i in order[:budget - sum(shares)]:
         shares[i] += 1
     return shares
+
+
+#: a kernel that already runs at the network's best rate keeps this share of its time as weight:
+#: its rate may be the one that is low (tiny kernels, memory-bound ones)
+LOSS_FLOOR = 0.1
+
+
+def loss_weights(flops: Sequence[float], ms: Sequence[float]) -> list[float]:
+    """Each kernel's measured time (``ms``) above what its ``flops`` would take at the best rate
+    any of them reaches (FLOPs per ms), at least ``LOSS_FLOOR`` of its time: the time tuning can
+    win there, by time share and by distance from the best kernel (a slow kernel of few FLOPs
+    weighs more than its FLOPs; a fast one of many FLOPs less).
+
+    >>> [round(w, 2) for w in loss_weights([100.0, 100.0, 10.0], [1.0, 2.0, 1.0])]
+    [0.1, 1.0, 0.9]
+
+    Raises
+    ------
+    TuneError
+        Lengths differ, or a time is not positive.
+    """
+    if len(flops) != len(ms):
+        raise TuneError(f"{len(flops)} FLOP counts for {len(ms)} times")
+    if any(not m > 0 for m in ms):
+        raise TuneError(f"every kernel time must be positive, got {list(ms)}")
+    best = max((f / m for f, m in zip(flops, ms)), default=0.0)
+    return [max(m - (f / best if best > 0 else 0.0), LOSS_FLOOR * m) for f, m in zip(flops, ms)]

@@ -20,17 +20,17 @@ from ..loops.primitives import list_blocks
 from ..session.session import Session, State, replay
 from ..build.targets import vector_unit
 from .apply import complex_kernels, equal_groups, expert_attempt, first_correct, layout_attempt
-from .check import KernelCheck, check_state, slow_kernels
+from .check import KernelCheck, check_state, kernel_times, slow_kernels
 from .jobs.partial import loop_results_applied
 from .joint import Candidate, JointResult, candidates_scored, joint_tune, layout_space
 from .loop import tune_loops
-from .options import TuneOptions, budget_shares
+from .options import TuneOptions, budget_shares, loss_weights
 from .records import TuneTask
 from .runner import Measurers
 from .settle import schedule_the_rest, settle
 
-__all__ = ["STAGES", "JointShare", "NetworkTuning", "twin_groups", "joint_shares", "tune_session", "tune_network",
-           "time_states", "summary_of"]
+__all__ = ["STAGES", "JointShare", "NetworkTuning", "twin_groups", "joint_shares", "seed_times", "tune_session",
+           "tune_network", "time_states", "summary_of"]
 
 STAGES = ("joint", "loop")
 
@@ -57,11 +57,14 @@ def twin_groups(state: State) -> list[list[str]]:
     return [[heads[k] for k in group] for group in equal_groups(state, complex_kernels(state))]
 
 
-def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()) -> list[JointShare]:
+def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions(),
+                 kernel_ms: Mapping[str, float] | None = None) -> list[JointShare]:
     """How a joint tuning of ``budget`` measurements splits over the state's complex ops: ops
     with equal kernels are tuned once (``twin_groups``), and each group gets a share in
-    proportion to its FLOPs (all its ops'), at least two (a joint and a loop-only measurement).
-    With several groups, ``options.settle_fraction`` of the budget is kept for ``settle``.
+    proportion to its weight (all its ops'), at least two (a joint and a loop-only measurement).
+    The weight is the time its kernels lose (``options.loss_weights``) where ``kernel_ms`` (kernel
+    -> measured ms, e.g. ``seed_times``) times them all and ``options.split`` is ``loss``, else
+    their FLOPs. With several groups, ``options.settle_fraction`` of the budget is kept for ``settle``.
 
     Raises
     ------
@@ -79,12 +82,32 @@ def joint_shares(state: State, budget: int, options: TuneOptions = TuneOptions()
     lanes = vector_unit(state.session.target).lanes
     if len(groups) > 1 and budget - (reserve := int(budget * options.settle_fraction)) >= 2 * len(groups):
         budget -= reserve  # kept to tune again the kernels a later group's layout changes (``settle``)
-    shares = budget_shares([float(sum(graph.flops(op) for op in g)) for g in groups], budget, minimum=2)
+    shares = budget_shares(_group_weights(state, groups, options, kernel_ms), budget, minimum=2)
     out = []
     for (op, *twins), share in zip(groups, shares):
         space = len(layout_space(graph, op, lanes))
         out.append(JointShare(op, share, candidates_scored(share, options, space), space, tuple(twins)))
     return out
+
+
+def _group_weights(state: State, groups: list[list[str]], options: TuneOptions,
+                   kernel_ms: Mapping[str, float] | None) -> list[float]:
+    """Each group's weight: the loss of its ops' kernels, or (no time for one of them) its FLOPs."""
+    kernels = [[state.home_kernel(op) for op in g] for g in groups]
+    flat = [k for ks in kernels for k in ks]
+    if options.split == "loss" and kernel_ms and all(kernel_ms.get(k, 0) > 0 for k in flat):
+        flops = state.program.flops
+        loss = dict(zip(flat, loss_weights([float(flops.get(k, 0)) for k in flat], [kernel_ms[k] for k in flat])))
+        # in ns: ``budget_shares`` counts a weight under 1 as 1
+        return [1e6 * sum(loss[k] for k in ks) for ks in kernels]
+    return [float(sum(state.graph.flops(op) for op in g)) for g in groups]
+
+
+def seed_times(state: State) -> dict[str, float]:
+    """Each kernel's ms in the state's network with every complex kernel on its expert schedule
+    (the joint stage's seeds), timed alone on the network's buffers: where the network loses time
+    before tuning."""
+    return kernel_times(_expert_network(state))
 
 
 def _take_result(state: State, res: JointResult) -> State:
@@ -164,7 +187,8 @@ def tune_network(session: Session, stage: str, budget: int, work_dir: Path, opti
     """Tune the session and return it with the results applied as ``tuned`` steps.
 
     ``joint``: complex ops with equal kernels are tuned once (``joint_shares``), each group
-    getting a share of the budget in proportion to its FLOPs (at least two: a joint and a
+    getting a share of the budget in proportion to its FLOPs, or with ``options.split="loss"`` to
+    the time its kernels lose on their expert schedules (``seed_times``; at least two: a joint and a
     loop-only measurement) and a joint stage, in order, each on the layouts the ones before
     chose; the group's other ops take its result; ``on_candidate(op, candidate, best_ms)`` hears of
     every layout candidate scored. Kernels that later layouts changed are then tuned again in their
@@ -223,7 +247,7 @@ _MARGIN = 1.1
 def _joint(state: State, budget: int, work_dir: Path, options: TuneOptions, measurers: Measurers,
            on_candidate: Callable[[str, Candidate, float | None], None] | None) -> tuple[State, list[str]]:
     """The joint stage op group by op group, then ``settle`` with the budget left."""
-    shares = joint_shares(state, budget, options)
+    shares = joint_shares(state, budget, options, seed_times(state) if options.split == "loss" else None)
     measured: dict[str, Any] = {}  # kernel -> the unscheduled kernel its tuned step was measured on
     used = 0
     for share in shares:
