@@ -1,33 +1,15 @@
-"""This machine's ceilings for the roofline: peak FLOP rate, memory bandwidth, cache sizes.
+"""This machine's ceilings for the roofline, measured with kernels that TVM builds for the
+session's target, so they are the ceilings *that target* can reach: the peak FLOP rate of an FMA
+kernel (``peak``) and its theoretical peak (lanes x 2 FLOPs x FMA ports x cores x clock, each
+factor with its source), STREAM's bandwidth and the cache sizes (``memory``), and the library
+yardstick: NumPy's and PyTorch's fp32 GEMM measured in the same run (a library faster than the
+measured peak gets a WARNING line in ``format_ceilings``).
 
-Both rates are measured with kernels that TVM builds for the session's target, so they are the
-ceilings *that target* can reach (a target without ``mcpu`` may not use every vector unit):
-
-- peak: a parallel, vectorized kernel of independent fused multiply-add chains, sized from the
-  target's vector unit (``targets.vector_unit``): one vector register per chain, ``FMA_PORTS x
-  FMA_LATENCY`` chains so both FMA units always have an independent FMA to start, as many as fit
-  the register file beside the kernel's constants (no stack spills: ``peak_kernel_asm`` shows the
-  assembly); 2 FLOPs per FMA;
-- theoretical peak: lanes x 2 FLOPs x FMA ports x cores x clock, each factor with its source
-  (the clock from sysfs cpufreq, else ``/proc/cpuinfo``; the FMA ports an assumption);
-- library yardstick: NumPy's and PyTorch's fp32 GEMM (square, ``YARDSTICK_N``) measured in the
-  same run. A library faster than the measured peak means the peak kernel misses the machine's
-  FMA throughput, and ``format_ceilings`` says so with a WARNING line;
-- bandwidth: STREAM's copy (``b = a``) and triad (``a = b + s * c``) over arrays far larger than
-  the caches (at least 64 MiB each and 4x the last-level cache, capped at 256 MiB to keep the
-  measurement short), counting the bytes STREAM counts (2 resp. 3 arrays per element);
-- caches and line size: read from ``/sys/devices/system/cpu/cpu0/cache``, else from
-  ``getconf -a`` (glibc asks CPUID), else ``DEFAULT_CACHES`` (32 KiB / 1 MiB / 32 MiB, 64 B
-  lines: a typical x86 server core), with a note saying which.
-
-Cached as JSON per target and CPU under ``$ALT_WORKBENCH_CACHE`` (default
-``~/.cache/alt-workbench``), with when, how, by which process and in what machine state it was
-measured (``machine.MachineState``). ``get_ceilings`` measures again when the cached figures are
-older than the process asking or the machine looks different (``stale_reason``): on a VM the FMA
-kernel's rate moved 2x between processes minutes apart, so a peak is no constant.
-``get_ceilings(target, refresh=True)`` or ``python -m workbench ceilings`` always measures. A
-benchmark does not rate its kernels against this cache: it times the FMA kernel beside them
-(``peak_call``).
+Cached as JSON per target and CPU under ``$ALT_WORKBENCH_CACHE`` (default ``~/.cache/alt-workbench``),
+with when, how, by which process and in what machine state it was measured. ``get_ceilings``
+measures again when the cached figures are older than the process asking or the machine looks
+different (``stale_reason``): a peak measured on a shared or virtual machine is no constant.
+``get_ceilings(target, refresh=True)`` or ``python -m workbench ceilings`` always measures.
 """
 
 from __future__ import annotations
@@ -43,28 +25,18 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import psutil
 
-from ..build.asm import innermost_loops, stack_accesses  # noqa: F401 (re-exported: the peak kernel's checks)
+from ..build.targets import cpu_name, resolve_target, target_cores
 from .machine import MachineState, differs, machine_state
-from ..build.targets import cpu_name, resolve_target, target_cores, target_from, vector_unit
+# re-exported too: the roofline's callers import them from here
+from .memory import DEFAULT_CACHES, MIB, cache_info, stream_bytes, stream_copy, stream_gbs  # noqa: F401
+from .peak import (FMA_LATENCY, FMA_PORTS, PeakKernel, cpu_clock, innermost_loops, peak_call,  # noqa: F401
+                   peak_gflops, peak_kernel, peak_kernel_asm, peak_kernel_shape, stack_accesses)
 
-__all__ = ["Ceilings", "Yardstick", "PeakKernel", "FMA_PORTS", "FMA_LATENCY", "YARDSTICK_N", "get_ceilings",
-           "measure_ceilings", "format_ceilings", "cache_info", "cpu_clock", "peak_kernel_shape", "peak_kernel",
-           "peak_kernel_asm", "peak_call", "innermost_loops", "stack_accesses", "library_gemm", "stream_copy",
-           "stale_reason"]
+__all__ = ["Ceilings", "Yardstick", "PeakKernel", "FMA_PORTS", "FMA_LATENCY", "YARDSTICK_N", "DEFAULT_CACHES",
+           "get_ceilings", "measure_ceilings", "format_ceilings", "cache_info", "cpu_clock", "peak_kernel_shape",
+           "peak_kernel", "peak_kernel_asm", "peak_call", "innermost_loops", "stack_accesses", "library_gemm",
+           "stream_copy", "stale_reason", "copy_bandwidth"]
 
-_SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
-#: used when the operating system does not tell (a typical x86 server core)
-DEFAULT_CACHES = {"L1d": 32 * 1024, "L2": 1024 * 1024, "L3": 32 * 1024 * 1024}
-_MIB = 1024 * 1024
-_SYS_CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
-_PROC_CPUINFO = Path("/proc/cpuinfo")
-#: FMA units per core: two on x86 cores since Haswell and Zen (an assumption: LLVM does not report it)
-FMA_PORTS = 2
-#: cycles until an FMA's result can feed the next one: 4 on Skylake and Zen 3, 5 on Haswell and
-#: Zen 2; the longer one, so that the chains cover both
-FMA_LATENCY = 5
-#: vector registers the peak kernel holds besides its accumulators: the multiplier and the addend
-_PEAK_CONSTANTS = 2
 #: the library yardstick's square GEMM size: large enough for the libraries' best kernels
 YARDSTICK_N = 2048
 #: measurements of the FMA kernel, at most, while a library GEMM runs faster than it
@@ -109,7 +81,7 @@ class Ceilings:
     line_bytes: int
     measured_at: float = field(default_factory=time.time)
     note: str = ""
-    # Added with the theoretical peak and the library yardstick; older cache files lack them.
+    # The theoretical peak's factors and the library yardstick: an older cache file lacks them
     isa: str = ""
     lanes: int = 0
     accumulators: int = 0
@@ -118,7 +90,7 @@ class Ceilings:
     clock_ghz: float = 0.0
     clock_source: str = ""
     library: tuple[Yardstick, ...] = ()
-    # Added with the staleness check: how, by which process, in what machine state (MachineState)
+    # How, by which process, in what machine state (MachineState): an older cache file lacks them
     how: str = ""
     pid: int = 0
     machine: dict = field(default_factory=dict)
@@ -156,169 +128,6 @@ class Ceilings:
                            "library": tuple(Yardstick(**y) for y in d.get("library", ()))})
 
 
-def _size(text: str) -> int:
-    text = text.strip().upper()
-    scale = {"K": 1024, "M": _MIB, "G": 1024 * _MIB}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * scale
-
-
-def _getconf_caches() -> tuple[dict[str, int], int]:
-    """Data cache sizes and line size from glibc's ``getconf`` (it asks CPUID); empty if unknown."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["getconf", "-a"], capture_output=True, text=True, timeout=5).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}, 0
-    vals = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            vals[parts[0]] = int(parts[1])
-    names = {"L1d": "LEVEL1_DCACHE_SIZE", "L2": "LEVEL2_CACHE_SIZE", "L3": "LEVEL3_CACHE_SIZE"}
-    caches = {k: vals[v] for k, v in names.items() if vals.get(v, 0) > 0}
-    return caches, vals.get("LEVEL1_DCACHE_LINESIZE", 0)
-
-
-def cache_info(root: Path = _SYS_CACHE, getconf: bool = True) -> tuple[dict[str, int], int, str]:
-    """Data cache sizes by level, the line size, and a note when a fallback had to be used:
-    ``root`` (sysfs) first, then ``getconf`` (if allowed), then ``DEFAULT_CACHES`` and 64 B."""
-    caches, line = {}, 0
-    try:
-        for idx in sorted(root.glob("index*")):
-            kind = (idx / "type").read_text().strip()
-            if kind == "Instruction":
-                continue
-            level = int((idx / "level").read_text())
-            caches["L1d" if level == 1 else f"L{level}"] = _size((idx / "size").read_text())
-            line = line or int((idx / "coherency_line_size").read_text())
-    except (OSError, ValueError):
-        caches = {}
-    if caches:
-        return caches, line or 64, ""
-    if getconf:
-        caches, line = _getconf_caches()
-        if caches:
-            return caches, line or 64, f"cache sizes unreadable from {root}: taken from getconf"
-    return dict(DEFAULT_CACHES), 64, f"cache sizes unreadable from {root}: typical defaults used"
-
-
-def _build(func: Any, target: Mapping) -> Any:
-    import tvm
-
-    return tvm.compile(tvm.IRModule({"main": func}), target=target_from(target)).jit()
-
-
-def _seconds(rt: Any, args: list, min_s: float = 0.05, repeat: int = 3) -> float:
-    """Best-of-``repeat`` time of one call, each repeat long enough (``min_s``) to be trustworthy."""
-    import tvm
-
-    t0 = time.perf_counter()
-    rt["main"](*args)
-    number = max(1, int(min_s / max(time.perf_counter() - t0, 1e-6)))
-    return min(rt.time_evaluator("main", tvm.cpu(), number=number, repeat=repeat)(*args).results)
-
-
-def cpu_clock(cpufreq: Path = _SYS_CPUFREQ, cpuinfo: Path = _PROC_CPUINFO) -> tuple[float, str]:
-    """The core clock in GHz and where it came from: sysfs ``cpuinfo_max_freq``, else the first
-    ``cpu MHz`` of ``/proc/cpuinfo`` (the current clock: turbo may run above it), else (0, why)."""
-    try:
-        return int((cpufreq / "cpuinfo_max_freq").read_text()) / 1e6, f"{cpufreq}/cpuinfo_max_freq"
-    except (OSError, ValueError):
-        pass
-    try:
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                return float(line.split(":", 1)[1]) / 1e3, f"{cpuinfo} 'cpu MHz', the current clock: turbo may exceed it"
-    except (OSError, ValueError):
-        pass
-    return 0.0, f"unknown: neither {cpufreq} nor a 'cpu MHz' line in {cpuinfo}"
-
-
-@dataclass(frozen=True)
-class PeakKernel:
-    """The FMA kernel's register plan: ``accumulators`` independent chains of ``lanes``-wide
-    vectors, plus ``constants`` broadcast registers, in a file of ``registers``."""
-
-    lanes: int
-    accumulators: int
-    constants: int
-    registers: int
-    isa: str
-
-    def describe(self) -> str:
-        return (f"{self.accumulators} accumulators x {self.lanes} lanes ({self.isa}), "
-                f"{self.constants} constants, {self.registers} vector registers")
-
-
-def peak_kernel_shape(target: Mapping) -> PeakKernel:
-    """Chains enough to keep every FMA port busy (``FMA_PORTS x FMA_LATENCY``), at most what the
-    register file holds beside the constants and one scratch register (more would spill).
-
-    >>> peak_kernel_shape({"kind": "llvm", "mcpu": "znver3"}).describe()
-    '10 accumulators x 8 lanes (AVX2), 2 constants, 16 vector registers'
-    """
-    unit = vector_unit(target)
-    acc = min(FMA_PORTS * FMA_LATENCY, unit.registers - _PEAK_CONSTANTS - 1)
-    return PeakKernel(unit.lanes, acc, _PEAK_CONSTANTS, unit.registers, unit.isa)
-
-
-def peak_kernel(shape: PeakKernel, par: int, iters: int) -> Any:
-    """The FMA kernel as a PrimFunc: ``par`` parallel tasks, each ``iters`` rounds of one FMA per
-    accumulator (unrolled) on registers loaded once, stored once."""
-    from tvm.script import tirx as T
-
-    chains, lanes = shape.accumulators, shape.lanes
-
-    @T.prim_func
-    def main(x: T.Buffer((par, chains, lanes), "float32"), y: T.Buffer((par, chains, lanes), "float32")):
-        T.func_attr({"tirx.noalias": True})
-        for p in T.parallel(par):
-            acc = T.alloc_buffer((chains, lanes), "float32", scope="local")
-            for c in T.unroll(chains):
-                for v in T.vectorized(lanes):
-                    acc[c, v] = x[p, c, v]
-            for _ in range(iters):
-                for c in T.unroll(chains):
-                    for v in T.vectorized(lanes):
-                        acc[c, v] = acc[c, v] * T.float32(0.9999) + T.float32(0.0001)
-            for c in T.unroll(chains):
-                for v in T.vectorized(lanes):
-                    y[p, c, v] = acc[c, v]
-
-    return main
-
-
-def peak_kernel_asm(target: Mapping, shape: PeakKernel | None = None) -> str:
-    """The assembly LLVM emits for the peak kernel (the target's own shape unless ``shape``
-    is given), to check its hot loop for FMAs and spills."""
-    import tvm
-
-    func = peak_kernel(shape or peak_kernel_shape(target), 2, 1000)
-    return tvm.compile(tvm.IRModule({"main": func}), target=target_from(target)).mod.inspect_source("asm")
-
-
-def peak_call(target: Mapping, shape: PeakKernel | None = None, cores: int | None = None) -> tuple[Any, list, int]:
-    """The FMA kernel built for ``target`` (its module: call ``main``), its arguments, and the
-    FLOPs one call does: one task per core, each call ~1 ms at 100 GFLOP/s per core, so the
-    parallel launch (~10 us) costs about 1%."""
-    import tvm
-
-    shape = shape or peak_kernel_shape(target)
-    par, iters = cores or target_cores(target), 200_000
-    rt = _build(peak_kernel(shape, par, iters), target)
-    dims = (par, shape.accumulators, shape.lanes)
-    x = tvm.runtime.tensor(np.random.default_rng(0).random(dims, dtype=np.float32))
-    y = tvm.runtime.tensor(np.zeros(dims, np.float32))
-    return rt, [x, y], 2 * par * shape.accumulators * shape.lanes * iters
-
-
-def _peak_gflops(target: Mapping, shape: PeakKernel, cores: int) -> float:
-    rt, args, flops = peak_call(target, shape, cores)
-    # best of 5, as the library yardstick: a shared machine's busy moment must not decide the roof
-    return flops / _seconds(rt, args, min_s=0.1, repeat=5) / 1e9
-
-
 def _best_gflops(matmul: Callable[[], Any], n: int, runs: int) -> float:
     matmul()  # warm-up: thread pool start, page faults, packing buffers
     best = float("inf")
@@ -350,70 +159,26 @@ def library_gemm(cores: int, n: int = YARDSTICK_N, runs: int = 5) -> tuple[Yards
     return tuple(out)
 
 
-def stream_copy(elems: int) -> Any:
-    """STREAM's copy ``b = a`` of ``elems`` float32 (a multiple of 16), parallel and vectorized."""
-    from tvm.script import tirx as T
-
-    lanes, rows = 16, elems // 16
-
-    @T.prim_func
-    def copy(a: T.Buffer((rows, lanes), "float32"), b: T.Buffer((rows, lanes), "float32")):
-        T.func_attr({"tirx.noalias": True})
-        for i in T.parallel(rows):
-            for v in T.vectorized(lanes):
-                b[i, v] = a[i, v]
-
-    return copy
-
-
-def _stream_gbs(target: Mapping, elems: int) -> tuple[float, float]:
-    import tvm
-    from tvm.script import tirx as T
-
-    lanes, rows = 16, elems // 16
-    copy = stream_copy(elems)
-
-    @T.prim_func
-    def triad(b: T.Buffer((rows, lanes), "float32"), c: T.Buffer((rows, lanes), "float32"),
-              a: T.Buffer((rows, lanes), "float32")):
-        T.func_attr({"tirx.noalias": True})
-        for i in T.parallel(rows):
-            for v in T.vectorized(lanes):
-                a[i, v] = b[i, v] + T.float32(3.0) * c[i, v]
-
-    rng = np.random.default_rng(0)
-    arrs = [tvm.runtime.tensor(rng.random((rows, lanes), dtype=np.float32)) for _ in range(3)]
-    t_copy = _seconds(_build(copy, target), arrs[:2], min_s=0.1)
-    t_triad = _seconds(_build(triad, target), arrs, min_s=0.1)
-    nbytes = rows * lanes * 4
-    return 2 * nbytes / t_copy / 1e9, 3 * nbytes / t_triad / 1e9
-
-
-def _stream_bytes(caches: Mapping[str, int]) -> int:
-    """Bytes per bandwidth array: 4x the last-level cache, within 64-256 MiB."""
-    return min(max(64 * _MIB, 4 * max(caches.values())), 256 * _MIB)
-
-
 def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceilings:
     """Measure now (a few seconds): peak, bandwidth, and the library yardstick."""
     state = machine_state()  # before: the measurement loads the cores itself
     caches, line, note = cache_info()
     cores = target_cores(target)
-    llc, size = max(caches.values()), _stream_bytes(caches)
+    llc, size = max(caches.values()), stream_bytes(caches)
     if size < 4 * llc:
-        note = (note + "; " if note else "") + (f"the OS reports a {llc // _MIB} MiB last-level cache: the bandwidth "
-                                                f"arrays are capped at {size // _MIB} MiB each")
+        note = (note + "; " if note else "") + (f"the OS reports a {llc // MIB} MiB last-level cache: the bandwidth "
+                                                f"arrays are capped at {size // MIB} MiB each")
     # TVM's kernels first: once NumPy's and PyTorch's thread pools exist, their idle threads
-    # compete with TVM's for the two cores and the FMA kernel can lose half its rate
+    # compete with TVM's for the cores and slow the FMA kernel
     shape = peak_kernel_shape(target)
-    peak = _peak_gflops(target, shape, cores)
-    copy_gbs, triad_gbs = _stream_gbs(target, size // 4)
+    peak = peak_gflops(target, shape, cores)
+    copy_gbs, triad_gbs = stream_gbs(target, size // 4)
     clock, clock_source = cpu_clock()
     library = library_gemm(cores, yardstick_n)
-    peak = _peak_beside(library, peak, lambda: _peak_gflops(target, shape, cores))
+    peak = _peak_beside(library, peak, lambda: peak_gflops(target, shape, cores))
     how = (f"FMA kernel ({shape.describe()}, {cores} parallel tasks): best of 5 calls of 0.1 s or more, measured "
            f"again (up to {PEAK_RETRIES} times) while a library GEMM ran faster; STREAM copy and triad over "
-           f"{size // _MIB} MiB arrays; NumPy's and PyTorch's {yardstick_n}-cube GEMM, best of 5")
+           f"{size // MIB} MiB arrays; NumPy's and PyTorch's {yardstick_n}-cube GEMM, best of 5")
     return Ceilings(cpu_name(), dict(target), peak, copy_gbs, triad_gbs, caches, line, measured_at=state.taken_at,
                     note=note, isa=shape.isa, lanes=shape.lanes, accumulators=shape.accumulators,
                     fma_ports=FMA_PORTS, cores=cores, clock_ghz=clock, clock_source=clock_source, library=library,
@@ -423,9 +188,9 @@ def measure_ceilings(target: Mapping, yardstick_n: int = YARDSTICK_N) -> Ceiling
 def _peak_beside(library: tuple[Yardstick, ...], peak: float, measure: Callable[[], float],
                  tries: int = PEAK_RETRIES, pause_s: float = 1.0) -> float:
     """The FMA kernel's rate, measured again (``tries`` times at most, ``pause_s`` apart, once the
-    libraries' thread pools are idle) while a library GEMM beats it: on this shared host the same
-    kernel measured 243 and 480 GFLOP/s minutes apart, and a roof below a library is a slow moment,
-    not the machine's peak. The best rate is kept."""
+    libraries' thread pools are idle) while a library GEMM beats it: on a shared host the same
+    kernel's rate moves between runs, and a roof below a library is a slow moment, not the
+    machine's peak. The best rate is kept."""
     best = max((y.gflops for y in library), default=0.0)
     for _ in range(tries):
         if peak >= best:
@@ -487,7 +252,7 @@ def copy_bandwidth(target: Mapping) -> float:
     else TVM's copy kernel alone (seconds; unlike ``get_ceilings`` it starts no NumPy or PyTorch
     thread pool, which would slow the TVM kernels a tuning process measures afterwards)."""
     cached = _cached(target)
-    return cached.copy_gbs if cached else _stream_gbs(target, _stream_bytes(cache_info()[0]) // 4)[0]
+    return cached.copy_gbs if cached else stream_gbs(target, stream_bytes(cache_info()[0]) // 4)[0]
 
 
 def _theory_line(c: Ceilings) -> str:
