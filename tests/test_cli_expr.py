@@ -35,6 +35,17 @@ def run(*args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+def run_on(tmp_path: Path, values: dict) -> dict:
+    """``run`` of the network replayed to tmp_path/replay on ``values`` (saved as float32 .npy)."""
+    args = []
+    for name, v in values.items():
+        np.save(tmp_path / f"{name}.npy", v.astype("float32"))
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    out = run("run", str(tmp_path / "replay"), *args, "--out", str(tmp_path / "out.npz"), "--repeat", "0")
+    assert out.returncode == 0, out.stderr
+    return dict(np.load(tmp_path / "out.npz"))
+
+
 @pytest.mark.slow
 def test_import_replay_and_run_an_expr_file(tmp_path):
     model = tmp_path / "net.expr"
@@ -55,13 +66,7 @@ def test_import_replay_and_run_an_expr_file(tmp_path):
     rng = np.random.default_rng(7)
     values = {"inp": rng.uniform(-1, 1, (1, 3, 11, 9)), "w": rng.uniform(-1, 1, (5, 3, 3, 2)),
               "bias": rng.uniform(0.5, 1, (5,))}
-    args = []
-    for name, v in values.items():
-        np.save(tmp_path / f"{name}.npy", v.astype("float32"))
-        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
-    out = run("run", str(tmp_path / "replay"), *args, "--out", str(tmp_path / "out.npz"), "--repeat", "0")
-    assert out.returncode == 0, out.stderr
-    got = np.load(tmp_path / "out.npz")["softmax"]
+    got = run_on(tmp_path, values)["softmax"]
     graph = expr_graph(read_expr(MODEL), "net")
     want = graph.reference({k: v.astype("float32") for k, v in values.items()})["softmax"]
     assert got.shape == want.shape == (1, 5, 2, 2)
@@ -111,13 +116,7 @@ def test_import_backward_replays_and_runs_the_gradients_of_pytorch(tmp_path):
     rng = np.random.default_rng(11)
     values = {"inp": rng.uniform(-1, 1, (1, 2, 9, 7)), "w": rng.uniform(-1, 1, (3, 2, 3, 2)),
               "b": rng.uniform(-1, 1, (3,)), "grad_pool": rng.uniform(-1, 1, (1, 3, 3, 3))}
-    args = []
-    for name, v in values.items():
-        np.save(tmp_path / f"{name}.npy", v.astype("float32"))
-        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
-    out = run("run", str(tmp_path / "replay"), *args, "--out", str(tmp_path / "out.npz"), "--repeat", "0")
-    assert out.returncode == 0, out.stderr
-    got = np.load(tmp_path / "out.npz")
+    got = run_on(tmp_path, values)
 
     leaves = {k: torch.tensor(values[k].astype("float32"), dtype=torch.float64, requires_grad=True)
               for k in ("inp", "w", "b")}
