@@ -7,7 +7,7 @@
 2. a ``Pin``: what 3-5 gave it when the session was saved, while the kernel and the target are
    the very ones the pin was made for, so a replay after a heuristic change builds the same kernels;
 3. ``expert``, where the caller asks for it: ``expert_schedule`` (``analytic_steps``);
-4. ``conversion``, for a stand-alone layout conversion: its analytic schedule (``expert.convert``);
+4. ``conversion``, for a stand-alone layout conversion: its analytic schedule (``conversion``);
 5. ``default``: none, TVM's default schedule.
 
 ``KernelSchedule.apply`` builds a schedule on its unscheduled kernel; ``in_order`` orders
@@ -124,9 +124,9 @@ class Pin:
 
 def analytic_steps(func: tirx.PrimFunc, kernel: str, target: Mapping, complex_op: bool | None = None) -> list[Step]:
     """The expert schedule of an unscheduled kernel, as loop steps: ``expert.expert_steps`` (the
-    register-blocked template) for a kernel with a complex op, else ``expert.simple``'s analytic
+    register-blocked template) for a kernel with a complex op, else ``simple``'s analytic
     schedules: ``rows_steps`` for several blocks (softmax, layer norm), ``window_steps`` for one
-    block that reduces a window (pooling), ``convert.conversion_steps`` for a copy or an
+    block that reduces a window (pooling), ``conversion.steps.conversion_steps`` for a copy or an
     element-wise op. ``complex_op``: whether the kernel holds a complex op (None: whether it has
     a block with a reduction). Raises ``LoopError`` when no template fits.
     """

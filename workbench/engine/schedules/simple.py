@@ -10,7 +10,7 @@ kernel runs on one core with scalar code.
 ``rows_steps(func, kernel, target)``: several blocks that reduce each row and then write it
 (softmax, layer norm): the output's row loops are fused and run in parallel, each reducing block
 computed under them (a row's statistics are made while the row is in L1), the output's
-contiguous loop vectorized. Copies and element-wise kernels take ``convert.conversion_steps``.
+contiguous loop vectorized. Copies and element-wise kernels take ``conversion.steps.conversion_steps``.
 """
 
 from __future__ import annotations

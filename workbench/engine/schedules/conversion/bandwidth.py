@@ -1,5 +1,5 @@
 """A conversion kernel timed on this machine: ``conversion_ms`` builds it (after its analytic
-schedule, ``convert.conversion_steps``, by default) and times it on random data;
+schedule, ``steps.conversion_steps``, by default) and times it on random data;
 ``conversion_bandwidth`` rates it against the machine's copy bandwidth (STREAM's copy,
 ``ceilings.copy_gbs``)."""
 

@@ -54,8 +54,8 @@ def interleaves(access: CopyAccess | None, names: Sequence[str], loops: Sequence
 def interleave(b: StepBuilder, lanes: int) -> None:
     """Vectorize along the source's rows and unroll the short loop inside: ``k`` stores of a
     vector each ``k`` elements apart, which ``codegen.MergeStridedStores`` writes as one dense
-    store of a shuffle (with the channels as the vector, each vector was a three-lane gather:
-    ALT's stem unfold, tiles [4, 16]). A pad condition that varies along the rows would leave each lane testing the
+    store of a shuffle (with the channels as the vector, each vector would be a three-lane
+    gather: ALT's stem unfold, tiles [4, 16]). A pad condition that varies along the rows would leave each lane testing the
     image's border: the loops it varies with are cut first (``borders``, each border value a
     copy of its own), then in each copy the row loop itself where the condition changes
     (``_row_runs``); a piece where TVM cannot tell, or a long one past the row's start (which

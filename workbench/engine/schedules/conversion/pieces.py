@@ -47,7 +47,7 @@ def vector_run(extents: Sequence[int], lanes: int) -> tuple[int, int]:
         if prod & (prod - 1):  # not a power of two: no further fusing
             break
     # the innermost loop longer than one, with the unit loops inside it (ALT's C.i of 1 after a
-    # 9-wide W.w tile: vectorizing the unit loop left the stem's unfold scalar)
+    # 9-wide W.w tile: vectorizing the unit loop would leave the stem's unfold scalar)
     units = next((k for k in range(len(extents)) if extents[-1 - k] > 1), 0)
     last = extents[-1 - units]
     if last <= MAX_VECTORS * lanes:

@@ -17,7 +17,8 @@ __all__ = ["keeps_destination_order", "order_lanes", "register_tiles"]
 #: CPU (AVX-512: LLVM builds a 16-float gather from 15 in-lane inserts)
 _TILE_GATHER_LANES = 16
 #: the least vector lanes for register tiles on the other CPUs (AVX2's 8), but those of
-#: ``_TILE_AVERSE``, where the tiles did not beat the order model's gather
+#: ``_TILE_AVERSE``, where the tiles do not beat the order model's gather (measured:
+#: benchmarks/results/2026-11-27-avx2-tiles)
 _TILE_LANES = 8
 _TILE_AVERSE = ("znver",)
 #: on the CPUs of ``_SCATTER_AVERSE``, where the model's order writes fewer than ``_SHORT`` lines
