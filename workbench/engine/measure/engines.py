@@ -10,7 +10,9 @@ CPU, and what they tell of themselves (per-node profiles, peak memory).
 
 The ``*_timer`` makers run in the bench's timing sidecar (``library.Sidecar``), which hands back
 a timer's ``label`` only: their label is the output's largest absolute error against PyTorch's
-(``want``), which the bench reads back with ``label_error``. ``profiles`` and ``onnxruntime_peak_mb``
+(``want``: one array, or a list of them for a network of several outputs, over which the largest
+error is taken), which the bench reads back with ``label_error``. ``x``: the input, or a tuple of
+them in the network's order (fed by the session's input names in order). ``profiles`` and ``onnxruntime_peak_mb``
 run in a process of their own (``in_fresh_process``), away from the bench's TVM.
 """
 
@@ -30,9 +32,22 @@ __all__ = ["ort_session", "onnxruntime_timer", "openvino_model", "openvino_timer
            "label_error", "onnx_nodes", "profiles", "onnxruntime_peak_mb", "in_fresh_process"]
 
 
-def _checked(timer: Timer, got: Any, want: np.ndarray) -> Timer:
-    timer.label = repr(float(np.max(np.abs(np.asarray(got, np.float64) - want))))  # type: ignore[attr-defined]
+Inputs = np.ndarray | tuple  # one input, or a network's inputs in order
+
+
+def _listed(v: Any) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _checked(timer: Timer, got: Any, want: np.ndarray | list[np.ndarray]) -> Timer:
+    errs = [float(np.max(np.abs(np.asarray(g, np.float64) - w))) for g, w in zip(_listed(got), _listed(want))]
+    timer.label = repr(max(errs))  # type: ignore[attr-defined]
     return timer
+
+
+def _feed(sess: Any, x: Inputs) -> dict[str, np.ndarray]:
+    """ONNX Runtime's feed: the inputs by the session's input names, in order."""
+    return {i.name: v for i, v in zip(sess.get_inputs(), _listed(x))}
 
 
 def label_error(label: str) -> float | None:
@@ -63,11 +78,12 @@ def ort_session(path: Path, threads: int, profile_prefix: str | None = None,
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-def onnxruntime_timer(path: Path, x: np.ndarray, threads: int, want: np.ndarray) -> Timer:
-    """ONNX Runtime on the exported file (``ort_session``); input named ``x``."""
+def onnxruntime_timer(path: Path, x: Inputs, threads: int, want: np.ndarray | list[np.ndarray]) -> Timer:
+    """ONNX Runtime on the exported file (``ort_session``)."""
     sess = ort_session(path, threads)
-    feed = {"x": x}
-    return _checked(call_timer(lambda: sess.run(None, feed)), sess.run(None, feed)[0], want)
+    feed = _feed(sess, x)
+    got = sess.run(None, feed)
+    return _checked(call_timer(lambda: sess.run(None, feed)), got, want)
 
 
 def openvino_model(path: Path, threads: int, perf_count: bool = False) -> Any:
@@ -79,15 +95,17 @@ def openvino_model(path: Path, threads: int, perf_count: bool = False) -> Any:
     return ov.Core().compile_model(str(path), "CPU", config)
 
 
-def openvino_timer(path: Path, x: np.ndarray, threads: int, want: np.ndarray) -> Timer:
+def openvino_timer(path: Path, x: Inputs, threads: int, want: np.ndarray | list[np.ndarray]) -> Timer:
     """OpenVINO on the exported file (``openvino_model``), one infer request."""
     request = openvino_model(path, threads).create_infer_request()
-    request.infer({0: x})
-    got = np.array(request.get_output_tensor(0).data)
-    return _checked(call_timer(lambda: request.infer({0: x})), got, want)
+    feed = dict(enumerate(_listed(x)))
+    request.infer(feed)
+    got = [np.array(request.get_output_tensor(i).data) for i in range(len(_listed(want)))]
+    return _checked(call_timer(lambda: request.infer(feed)), got, want)
 
 
-def torch_compile_timer(name: str, options: dict, x: np.ndarray, threads: int, want: np.ndarray) -> Timer:
+def torch_compile_timer(name: str, options: dict, x: Inputs, threads: int,
+                        want: np.ndarray | list[np.ndarray]) -> Timer:
     """``torch.compile`` of built-in network ``name`` (module docstring); the compile happens in
     the first call, inside this maker."""
     import torch
@@ -98,17 +116,17 @@ def torch_compile_timer(name: str, options: dict, x: np.ndarray, threads: int, w
 
     torch.set_num_threads(threads)
     module, _ = getattr(networks, name)(**options)
-    xt = torch.from_numpy(x)
-    if xt.dim() == 4:  # a CNN: inductor's convolutions want channels-last
-        module, xt = module.to(memory_format=torch.channels_last), xt.contiguous(memory_format=torch.channels_last)
+    xts = [torch.from_numpy(v) for v in _listed(x)]
+    if len(xts) == 1 and xts[0].dim() == 4:  # a CNN: inductor's convolutions want channels-last
+        module, xts = module.to(memory_format=torch.channels_last), [xts[0].contiguous(memory_format=torch.channels_last)]
     compiled = torch.compile(module.eval(), backend="inductor",
                              options={**_inductor.list_mode_options(COMPILE_MODE), "freezing": True})
 
     def call() -> Any:
         with torch.no_grad():
-            return compiled(xt)
+            return compiled(*xts)
 
-    got = call().numpy()
+    got = [o.numpy() for o in _listed(call())]
     return _checked(call_timer(call), got, want)
 
 
@@ -121,32 +139,34 @@ def onnx_nodes(path: Path) -> list[OnnxNode]:
             for n in graph.node if n.op_type != "Constant"]
 
 
-def _ort_profile(path: Path, x: np.ndarray, threads: int, runs: int, tmp: Path) -> dict:
+def _ort_profile(path: Path, x: Inputs, threads: int, runs: int, tmp: Path) -> dict:
     sess = ort_session(path, threads, profile_prefix=str(tmp / "ort"), optimized=tmp / "optimized.onnx")
+    feed = _feed(sess, x)
     for _ in range(runs):
-        sess.run(None, {"x": x})
+        sess.run(None, feed)
     trace = json.loads(Path(sess.end_profiling()).read_text())
     times = ort_node_times(trace)
     optimized = onnx_nodes(tmp / "optimized.onnx")
     return {"times": times, "to_onnx": engine_to_onnx(optimized, onnx_nodes(path))}
 
 
-def _ov_profile(path: Path, x: np.ndarray, threads: int, runs: int) -> dict:
+def _ov_profile(path: Path, x: Inputs, threads: int, runs: int) -> dict:
     """OpenVINO's per-layer counters. Each counter is the mean over every infer of the request so
     far, the first (slow) one included: the ms per run is taken from the counters' growth over
     ``runs`` infers after ``runs`` warm-up ones."""
     compiled = openvino_model(path, threads, perf_count=True)
     request = compiled.create_infer_request()
+    feed = dict(enumerate(_listed(x)))
 
     def counters() -> dict[str, float]:
-        request.infer({0: x})
+        request.infer(feed)
         return {p.node_name: p.real_time.total_seconds() * 1e3 for p in request.get_profiling_info()}
 
     for _ in range(runs - 1):
-        request.infer({0: x})
+        request.infer(feed)
     warm = counters()
     for _ in range(runs - 1):
-        request.infer({0: x})
+        request.infer(feed)
     done = counters()
     times = {n: max(0.0, 2 * ms - warm.get(n, 0.0)) for n, ms in done.items() if ms > 0}  # the second half's mean
     fused, executed = {}, []
@@ -168,7 +188,7 @@ def _ov_node(op: Any, name: str, op_type: str) -> OnnxNode:
     return OnnxNode(name, op_type, tuple(outs), tuple(ins))
 
 
-def profiles(path: Path, x: np.ndarray, threads: int, runs: int = 10) -> dict[str, dict]:
+def profiles(path: Path, x: Inputs, threads: int, runs: int = 10) -> dict[str, dict]:
     """Each engine's own per-node profile of the ONNX file: engine -> {"times": node -> median ms
     per run, "to_onnx": node -> ONNX node (``byop.engine_to_onnx``)}, or {"error": why}."""
     out: dict[str, dict] = {}
@@ -190,7 +210,7 @@ def _status_mb(field: str) -> float:
     raise OSError(f"/proc/self/status has no {field}")
 
 
-def onnxruntime_peak_mb(path: Path, x: np.ndarray, threads: int) -> float:
+def onnxruntime_peak_mb(path: Path, x: Inputs, threads: int) -> float:
     """ONNX Runtime's peak memory for the file (Linux): the process's peak RSS while a session is
     made and run once, less its RSS before (weights, arena, intermediates and the session's
     threads' stacks). The peak is reset first (``clear_refs`` 5), so any process will do."""
@@ -199,7 +219,7 @@ def onnxruntime_peak_mb(path: Path, x: np.ndarray, threads: int) -> float:
     Path("/proc/self/clear_refs").write_text("5")
     before = _status_mb("VmRSS")
     sess = ort_session(path, threads)
-    sess.run(None, {"x": x})
+    sess.run(None, _feed(sess, x))
     return _status_mb("VmHWM") - before
 
 
