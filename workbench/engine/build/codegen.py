@@ -168,7 +168,7 @@ def merge_strided_stores(func: tirx.PrimFunc) -> tirx.PrimFunc:
     dense store of an interleaving shuffle of their values: TVM stores a strided ramp lane by
     lane, a shuffle compiles to a few register permutes and ``k`` full-width stores. Such stores
     come from a conversion that interleaves a few source rows into one destination row, its rows
-    the vector and its channels unrolled (``expert.convert``). No result changes: the merged store
+    the vector and its channels unrolled (``schedules.conversion``). No result changes: the merged store
     writes the same elements with the same values, and only stores whose values (and the bindings
     between them) do not name the storage they write, through any buffer over it, and call
     nothing with side effects are merged, so their order among themselves cannot matter."""

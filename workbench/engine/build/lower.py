@@ -82,7 +82,7 @@ def lower_kernel(plan: Plan, kernel: Kernel) -> tvm.tirx.PrimFunc:
 
 
 def stage_layouts(plan: Plan, kernel: Kernel) -> dict[str, Layout]:
-    """The layout each stage of the kernel's PrimFunc writes, by block name (``engine.loopdims``
+    """The layout each stage of the kernel's PrimFunc writes, by block name (``loops.dims``
     names loops after these layouts' dims); empty for an opaque kernel (TVM's TIR)."""
     layouts: dict[str, Layout] = {}
     _lower(plan, kernel, layouts)

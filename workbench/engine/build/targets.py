@@ -2,7 +2,7 @@
 
 A session's target is a JSON dict (TVM 0.27 takes no strings). An ``llvm`` target without
 ``mcpu`` means *this machine's CPU* (``resolve_target``): TVM alone would compile it for generic
-x86-64 (SSE only), about 9x below the FMA peak. Vector width and register count come from the
+x86-64 (SSE only), far below the FMA peak. Vector width and register count come from the
 CPU features LLVM reports for the target, never from a constant: ``llvm_get_vector_width``
 answers 512 for every x86 target, so it is not used.
 """
@@ -73,10 +73,9 @@ def use_all_cores() -> None:
     """Give TVM's runtime one thread per physical core (unless ``TVM_NUM_THREADS`` says otherwise).
 
     Why: TVM assumes two hyper-threads per x86 core and starts half as many threads as logical
-    CPUs, so on a machine without SMT (this project's 2-core VMs) every TVM kernel ran on one
-    core while PyTorch used both. The thread pool reads the variable when it starts, at the
-    first parallel kernel, so this runs before any build (``target_from``); worker processes
-    started afterwards inherit it."""
+    CPUs, so on a machine without SMT every TVM kernel would run on half the cores while PyTorch
+    uses them all. The thread pool reads the variable when it starts, at the first parallel kernel,
+    so this runs before any build (``target_from``); worker processes started afterwards inherit it."""
     os.environ.setdefault("TVM_NUM_THREADS", str(runtime_threads()))
 
 
