@@ -53,6 +53,9 @@ CASES = {
     "max pooling 3x3 stride 2": ("input a[2, 3, 9, 11]\n"
                                  "pool: out[n, c, p, q] max= a[n, c, 2*p + u, 2*q + v] for u < 3, v < 3",
                                  lambda a: F.max_pool2d(a, 3, 2)),
+    "max pooling of a computed value": ("input a[2, 3, 9, 11]\npool: out[n, c, p, q] max= "
+                                        "tanh(a[n, c, 2*p + u, 2*q + v]) * 1.5 for u < 3, v < 3",
+                                        lambda a: F.max_pool2d(torch.tanh(a) * 1.5, 3, 2)),
     "layer norm": ("input x[5, 7]\ninput g[7]\ninput b[7]\n"
                    "mu: out[i] += x[i, j] / 7\n"
                    "xc: out[i, j] = x[i, j] - mu[i]\n"
@@ -183,7 +186,7 @@ def test_gradients_match_finite_differences(family):
             assert env["grad"][k] == pytest.approx((loss(up) - loss(down)) / 2e-6, rel=1e-5, abs=1e-7), (wrt, k)
 
 
-@pytest.mark.parametrize("case", ["conv2d stride and dilation", "transposed conv", "max pooling 3x3 stride 2",
+@pytest.mark.parametrize("case", ["conv2d stride and dilation", "transposed conv", "max pooling of a computed value",
                                   "softmax"])
 def test_the_backward_graph_builds_with_tvm_and_matches_the_interpreter_buffer_by_buffer(case):
     from tests.buffers import check_stored_buffers
