@@ -17,7 +17,7 @@ Running it needs nothing of the workbench::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import numpy as np
 import tvm
@@ -28,6 +28,7 @@ from ..base.errors import BuildError, first_line
 from .lower import stored_constants
 from .program import Program
 from .targets import DEFAULT_TARGET, target_from
+from .threads import single_threaded
 
 __all__ = ["NETWORK_SO", "MemoryPlan", "RelaxNetwork", "network_module", "planned_module", "memory_plan",
            "build_network", "call_signature"]
@@ -102,11 +103,14 @@ def _size(shape) -> int:
     return int(np.prod([int(s) for s in shape], dtype=np.int64)) * _BYTES
 
 
-def network_module(program: Program, values: Mapping[str, np.ndarray]) -> tvm.IRModule:
+def network_module(program: Program, values: Mapping[str, np.ndarray],
+                   single_thread: Collection[str] = ()) -> tvm.IRModule:
     """``program`` as a Relax module (see the module docstring); constants from ``values`` (e.g.
-    ``graph.random_inputs(seed)``). Raises ``BuildError`` when the plan is not a chain of pure
-    kernels (a buffer read before any kernel writes it, or written twice)."""
+    ``graph.random_inputs(seed)``). The kernels named in ``single_thread`` (e.g. the program's
+    ``threads.tiny_kernels``) run on the calling thread alone. Raises ``BuildError`` when the plan
+    is not a chain of pure kernels (a buffer read before any kernel writes it, or written twice)."""
     plan, graph = program.plan, program.graph
+    alone = set(single_thread)
     by_tensor = {b.tensor: b.name for b in plan.buffers.values() if b.source == "input"}
     params = {t: relax.Var(t, _tensor_type(graph.tensors[t].shape)) for t in graph.inputs if t in by_tensor}
     env: dict[str, relax.Expr] = {by_tensor[t]: v for t, v in params.items()}
@@ -120,7 +124,8 @@ def network_module(program: Program, values: Mapping[str, np.ndarray]) -> tvm.IR
                     raise BuildError(f"kernel {k.name} reads {missing[0]}, which no earlier kernel writes")
                 if again := [b for b in k.outputs if b in env]:
                     raise BuildError(f"kernel {k.name} writes {again[0]} again: not a network of pure kernels")
-                gv = bb.add_func(program.funcs[k.name].with_attr("global_symbol", k.name), k.name)
+                func = single_threaded(program.funcs[k.name]) if k.name in alone else program.funcs[k.name]
+                gv = bb.add_func(func.with_attr("global_symbol", k.name), k.name)
                 types = [_tensor_type(plan.buffers[b].layout.shape) for b in k.outputs]
                 call = bb.emit(relax.call_tir(gv, [env[b] for b in k.inputs], types if len(types) > 1 else types[0]))
                 for i, b in enumerate(k.outputs):
@@ -155,10 +160,11 @@ def memory_plan(planned: tvm.IRModule, program: Program) -> MemoryPlan:
 
 
 def build_network(program: Program, values: Mapping[str, np.ndarray],
-                  target: Mapping | tvm.target.Target = DEFAULT_TARGET) -> RelaxNetwork:
-    """Build ``network_module(program, values)`` for ``target``. Raises ``BuildError``."""
+                  target: Mapping | tvm.target.Target = DEFAULT_TARGET,
+                  single_thread: Collection[str] = ()) -> RelaxNetwork:
+    """Build ``network_module(program, values, single_thread)`` for ``target``. Raises ``BuildError``."""
     tgt = target if isinstance(target, tvm.target.Target) else target_from(target)
-    mod = network_module(program, values)
+    mod = network_module(program, values, single_thread)
     try:
         planned = planned_module(mod, tgt)
         ex = tvm.compile(_passes(planned, _LOWER, tgt), target=tgt, relax_pipeline=None,
