@@ -50,7 +50,7 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
     ``options.isolated``: then ``LocalBuilder(timeout_sec=options.build_timeout_s)`` and
     ``LocalRunner`` run them in TVM's worker processes, so a crashing or hanging candidate is
     also recorded with its error and skipped
-    (their start-up costs ~10 s in a process's first tuning and ~5 s per batch of builds). With
+    (at a start-up cost of seconds per process and per batch of builds). With
     ``options.rpc`` the builds stay local and the candidates are timed on the tracker's servers;
     a tracker without servers for the key is refused up front and a server that stops answering
     fails its measurements after ``rpc.timeout_s``. ``measurers`` keeps TVM's worker pools between
@@ -84,7 +84,7 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
             tgt = target_from(target)
         except BuildError as e:
             raise TuneError(str(e)) from None
-        import_tensor_intrinsics()  # MetaSchedule's TuneContext imports them: ~30 s without this
+        import_tensor_intrinsics()  # MetaSchedule's TuneContext imports them, slowly without ``startup``'s light stack
         with ExitStack() as scope:
             scope.enter_context(children_import_workbench())
             if measurers is None:
@@ -137,8 +137,8 @@ def _tune_one(task: TuneTask, target: tvm.target.Target, work_dir: Path, trials:
               generations: int = 3) -> None:
     """One task's MetaSchedule run; ``machinery`` is its (builder, runner, database, cost model)."""
     builder, runner, db, model = machinery
-    # TVM's population of 512 made the search ~80% of a measurement's time (ms.Profiler): the
-    # budgets here are 64-256 measurements, a smaller population explores them as well
+    # TVM's population of 512 made the search most of a measurement's time (measured:
+    # benchmarks/results/2026-11-27-b128-names); a smaller one explores budgets of 64-256 as well
     search = ms.search_strategy.EvolutionarySearch(population_size=population, genetic_num_iters=generations,
                                                    init_min_unmeasured=min(50, population // 2))
     ctx = ms.TuneContext(mod=tvm.IRModule({"main": task.func}), target=target, space_generator="post-order-apply",

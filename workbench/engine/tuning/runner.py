@@ -1,6 +1,6 @@
 """The builders and runners that measure candidates: in this process (``InProcessBuilder`` /
 ``InProcessRunner``: no start-up cost, no protection but a build timeout), in TVM's worker
-processes, or on RPC servers. ``Measurers`` owns them for one or more tunings, so TVM's worker pools (~5 s each to
+processes, or on RPC servers. ``Measurers`` owns them for one or more tunings, so TVM's worker pools (seconds each to
 start) are kept between the short tunings of a joint stage, and ends them on ``close``."""
 
 from __future__ import annotations
@@ -34,10 +34,9 @@ __all__ = ["EVALUATOR", "InProcessBuilder", "InProcessRunner", "Measurers", "bui
 EVALUATOR = ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=20)
 #: a candidate whose first run takes this many times its task's best so far, and longer than one
 #: of the evaluator's repeats (``min_repeat_ms``), is recorded with that run alone: it cannot
-#: become the best, and the evaluator's warm-up and three repeats of such candidates took ~45% of
-#: a tuning's time (``c2d_r18_l1``, 32 measurements: 81 s, 43 s with the cut-off). A shorter
-#: first run is the evaluator's 60 ms anyway, and a cold first call of a microsecond kernel runs
-#: 3x its best.
+#: become the best, and timing it in full would take much of a tuning's time (measured:
+#: benchmarks/results/2026-11-27-b128-names); a shorter run costs little anyway, and a cold first
+#: call of a microsecond kernel can run 3x its best.
 SLOW = 3.0
 
 
@@ -62,7 +61,7 @@ def built_within(mod: tvm.IRModule, target: tvm.target.Target, timeout_s: float)
     dropped (``builds_left_running``). Relies on TVM's FFI releasing the GIL during the build (its
     default; ``TVM_FFI_RELEASE_GIL_BY_DEFAULT=0`` would make the wait block); the caller's
     ``PassContext`` (thread-local) is carried over to the build's thread."""
-    import_tensor_intrinsics()  # here, not inside the timeout: ~30 s the first time
+    import_tensor_intrinsics()  # here, not inside the timeout: slow the first time
     context = tvm.transform.PassContext.current()
     got: dict[str, Any] = {}
 
@@ -190,14 +189,14 @@ class Measurers:
         return self._local_builder(float(build_timeout_s)), self._local_runner()
 
     def _local_builder(self, timeout_s: float) -> ms.builder.LocalBuilder:
-        # one per timeout: its constructor starts a pool to check itself (~5 s)
+        # one per timeout: its constructor starts a pool to check itself (seconds)
         if timeout_s not in self._builders:
             self._builders[timeout_s] = ms.builder.LocalBuilder(timeout_sec=timeout_s, f_build=codegen.BUILD_CANDIDATE,
                                                                 initializer=import_tensor_intrinsics)
         return self._builders[timeout_s]
 
     def _local_runner(self) -> ms.runner.LocalRunner:
-        # its worker pool (~5 s to start) is kept between tunings
+        # its worker pool (seconds to start) is kept between tunings
         if self._runner is None:
             self._runner = ms.runner.LocalRunner(evaluator_config=EVALUATOR, initializer=import_tensor_intrinsics)
         return self._runner

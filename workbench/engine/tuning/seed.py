@@ -1,4 +1,4 @@
-"""The expert schedule as a tuning's first measurement (issue #11, seeding).
+"""The expert schedule as a tuning's first measurement (seeding).
 
 Before MetaSchedule searches a kernel, its expert schedule (``policy.analytic_steps``) is built,
 timed by the same builder and runner as every candidate and committed to the stage's database

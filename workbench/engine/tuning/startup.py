@@ -4,8 +4,8 @@ any other of the engine) changes nothing global.
 
 - ``import_tensor_intrinsics``: MetaSchedule imports ``tvm.s_tir.tensor_intrin`` on first use
   (``TuneContext``, ``default_build``), which parses ~500 TVMScript intrinsics, each calling
-  ``inspect.stack()``; that reads every frame's source and costs ~30 s per process on this
-  2-core machine, ~2 s with the ``light_stack`` swapped in while the import runs.
+  ``inspect.stack()``, which reads every frame's source (tens of seconds a process); a
+  ``light_stack`` swapped in while the import runs avoids that.
 - ``children_import_workbench``: TVM's worker processes unpickle our initializer and RPC session
   function by reference, so they must be able to ``import workbench`` wherever they start.
 """
