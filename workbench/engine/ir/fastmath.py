@@ -1,8 +1,8 @@
 """Vectorizable float32 ``exp``, ``erf``, ``sigmoid`` and ``tanh`` as TIR expressions.
 
 Why: LLVM lowers TIR's ``exp``/``erf``/``tanh`` to calls of libm's scalar ``expf``/``erff``/``tanhf``,
-one call per lane even inside a vectorized loop: BERT's GELU epilogue spent about 4 ms of its
-FFN matmul's 9 ms in ``erff``, and the softmax ran at 0.5 GFLOP/s. These are TVM's own
+one call per lane even inside a vectorized loop, which dominated BERT's GELU epilogues and
+softmax (measured: benchmarks/results/2026-11-25-networks-all). These are TVM's own
 approximations, with its constants (``topi.fast_exp``: Cephes' polynomial after a range
 reduction by powers of two; ``topi.fast_erf``: Eigen's rational function), which TVM offers only
 as whole-tensor ops; written as expressions here they fuse into a producer's epilogue like any
