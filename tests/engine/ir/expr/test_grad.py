@@ -209,3 +209,27 @@ def test_a_transposed_conv_has_a_strided_conv_for_its_input_gradient():
     grad = g.node("grad_inp").kwargs["expr"]
     assert str(grad) == "grad_inp[n, c, z2, z3] += grad_up[n, k, r + 2 * z2, s + 2 * z3] * w[c, k, r, s]"
     assert grad.reduction == ("k", "r", "s") and not grad.note.count("non-invertible")
+
+
+# stride, dilation, kernel, padding, groups: a padded 1-D conv whose gradients the solver derives
+CONV1D = [(1, 1, 3, 0, 1), (2, 1, 3, 1, 1), (3, 1, 2, 0, 1), (2, 2, 3, 2, 1), (3, 2, 2, 1, 2), (1, 3, 3, 3, 3),
+          (4, 1, 5, 2, 1), (2, 3, 1, 0, 2), (5, 1, 5, 0, 3), (3, 3, 4, 2, 1)]
+
+
+@pytest.mark.parametrize("stride, dilation, kernel, pad, groups", CONV1D)
+def test_padded_grouped_1d_conv_gradients_match_pytorch(stride, dilation, kernel, pad, groups):
+    cin, cout, size = 3 * groups, 2 * groups, 17
+    out = (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    at = f"{stride}*y + {dilation}*r - {pad}"
+    text = (f"input inp[2, {cin}, {size}]\ninput w[{cout}, 3, {kernel}]\n"
+            f"conv[2, {cout}, {out}]: out[n, k, y] += where({at} >= 0 and {at} < {size}, "
+            f"inp[n, (k // 2) * 3 + c, {at}], 0.0) * w[k, c, r]")
+    g = backward(text)
+    values = g.random_inputs(seed=2)
+    got = g.reference(values)
+    inp, w = (torch.tensor(values[t], dtype=torch.float64, requires_grad=True) for t in ("inp", "w"))
+    y = F.conv1d(inp, w, stride=stride, padding=pad, dilation=dilation, groups=groups)
+    (y * torch.tensor(values["grad_conv"], dtype=torch.float64)).sum().backward()
+    np.testing.assert_allclose(got["conv"], y.detach().numpy(), rtol=1e-4, atol=1e-5)
+    for t, leaf in (("inp", inp), ("w", w)):
+        np.testing.assert_allclose(got[f"grad_{t}"], leaf.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=t)
