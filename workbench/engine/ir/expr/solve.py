@@ -153,7 +153,8 @@ class _System:
                 guards.append(Binary("<", node_of(f), Num(self.unknowns[v])))
             kinds += ["bounds"] * ((lo < 0) + (hi >= self.unknowns[v]))
         for eq in self.consistency:
-            guards.append(Binary("==", node_of(eq), Num(0)))
+            sign = -1 if next(v for k, v in eq.items() if k is not None) < 0 else 1
+            guards.append(Binary("==", node_of(scale(eq, sign)), Num(0)))
             kinds.append("repeat")
         subst = {v: self.pivots.get(v, var(v)) for v in extents}
         return Solution(subst, free, tuple(guards), tuple(dict.fromkeys(kinds)))
