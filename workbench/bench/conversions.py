@@ -1,14 +1,13 @@
-"""The benchmark behind ``python -m workbench bench --suite conversions``: the layout conversions
-of the README's table (NCHW16c, NHWC, ALT's unfold with halos and its tiled output, the 7x7
-stem), each with its analytic schedule (``expert.convert.conversion_steps``), on buffers beyond
+"""The benchmark behind ``python -m workbench bench --suite conversions``: layout conversions
+(NCHW16c, NHWC, ALT's unfold with halos and its tiled output, the 7x7 stem), each with its
+analytic schedule (``schedules.conversion.steps.conversion_steps``), on buffers beyond
 the last-level cache of the machine at hand: a case's batch is doubled, conversion by
 conversion, until the conversion moves ``LLC_TIMES`` the last-level cache (``scaled_batch``).
 
 Each conversion is checked against its unscheduled kernel on random data, then timed in turn with
 a STREAM copy of the same bytes (``interleave.interleaved_samples``): on a shared machine the
-copy rate itself moves by a third from one second to the next (17-23 GB/s for 51 MB within a
-minute), so the rate that says how close a conversion comes to memory speed is the one against
-the copy timed beside it (``pct_adjacent_copy``, the median of the rounds' ratios).
+copy rate itself moves from one second to the next, so the rate that says how close a conversion
+comes to memory speed is the one against the copy timed beside it (``pct_adjacent_copy``, the median of the rounds' ratios).
 ``pct_copy`` compares with the machine's cached ceiling (``ceilings.copy_gbs``), as the Profile
 page does.
 """
@@ -51,8 +50,8 @@ class ConversionCase:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-#: 51-411 MB per conversion at these batches (the AMD EPYC's last-level cache: 32 MB); larger
-#: where the machine's last-level cache is (``scaled_batch``)
+#: batches sized beyond a 32 MB last-level cache; ``scaled_batch`` grows them where the machine's
+#: is larger
 CASES = (
     ConversionCase("nchw16c", (16, 64, 112, 112), 64, 3, 1, 1, "blocked", {"factor": 16}),
     ConversionCase("nhwc", (16, 64, 112, 112), 64, 3, 1, 1, "channels_last"),
@@ -66,10 +65,9 @@ CASES = (
 COLUMNS = ("case", "kernel", "batch", "mb", "ms", "gbs", "pct_copy", "copy_ms", "pct_adjacent_copy", "verified")
 
 
-#: the least bytes a conversion moves (read + written), in last-level caches: on the Intel Xeon
-#: (a 480 MiB L3) the cases at their own batches ran from the L3 (a copy of 100 MB at 41 GB/s,
-#: of 411 MB at 28 GB/s: the STREAM ceiling); an LRU cache keeps nothing of a cyclic sweep larger
-#: than itself, and the half more is for a replacement policy that keeps some
+#: the least bytes a conversion moves (read + written), in last-level caches, so no case runs from
+#: the cache (measured: benchmarks/results/2026-11-27-beyond-llc): an LRU cache keeps nothing of a
+#: cyclic sweep larger than itself, and the half more is for a replacement policy that keeps some
 LLC_TIMES = 1.5
 
 

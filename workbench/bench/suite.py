@@ -10,7 +10,7 @@ before its time is reported.
 
 Tuning takes far longer than timing a baseline, so a busy moment of a shared machine would favour
 one side: after tuning, every contender is timed again, interleaved (``interleave.remeasure``);
-the ``*_ms`` columns are those medians. What each column means, and how the names moved:
+the ``*_ms`` columns are those medians. What each column means:
 benchmarks/README.md, "The suite's columns".
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 import tvm
 
 from workbench.engine.ir.graph import Graph, GraphBuilder
-from workbench.engine.base.interleave import ROUNDS, SAMPLE_MS, Remeasured, Timer, call_timer, remeasure  # noqa: F401 (call_timer: netbench's, convbench's)
+from workbench.engine.base.interleave import ROUNDS, SAMPLE_MS, Remeasured, Timer, call_timer, remeasure  # noqa: F401 (call_timer: for networks.py, conversions.py)
 from workbench.engine.layout.book import LayoutBook
 from workbench.engine.layout.keys import apply_actions
 from workbench.engine.measure.library import LABELS, LIBRARIES, Sidecar, fastest, library_timers
@@ -55,7 +55,7 @@ __all__ = ["Workload", "BenchRow", "Sidecar", "TVM_DEFAULTS", "load_suite", "wor
 
 #: the contenders measured again after tuning, in their interleaving order (``joint_conversions``:
 #: the joint layout's conversion kernels, timed here too because right after tuning, in the
-#: tuning's process, they ran slower; ``peak``: the FMA kernel, whose median rates the others)
+#: tuning's process, they run slower; ``peak``: the FMA kernel, whose median rates the others)
 CONTENDERS = ("metaschedule", "loop_only", "joint", "joint_conversions", "expert", "peak") + LIBRARIES
 #: MetaSchedule's own search defaults (``ms.tune_tir``): no seed, XGBoost scores at random until it
 #: holds 100 measurements (at budget 128 in batches of 64: every batch), 512 schedules a
