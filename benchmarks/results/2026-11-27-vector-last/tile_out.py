@@ -8,7 +8,7 @@ from workbench.engine.layout.keys import apply_actions
 from workbench.engine.layout.presets import preset_actions
 from workbench.engine.build.program import make_program
 from workbench.engine.schedules.expert import expert_steps
-from workbench.engine.schedules.conversion.steps import scheduled_conversions
+from workbench.engine.schedules.policy import scheduled_funcs
 from workbench.engine.loops.primitives import apply_steps
 from workbench.engine.build.targets import DEFAULT_TARGET
 T = dict(DEFAULT_TARGET)
@@ -24,7 +24,7 @@ for name, a in variants.items():
     prog = make_program(g, apply_actions(g, LayoutBook(), a))
     st = expert_steps(prog.funcs[op], op, T)
     sch = apply_steps(prog.funcs[op], st)
-    prog = prog.with_funcs({**scheduled_conversions(prog, T), op: sch.mod["main"]})
+    prog = prog.with_funcs({**scheduled_funcs(prog, T), op: sch.mod["main"]})
     b = prog.build(T)
     v = b.verify(vals); print(name, "verified", v.ok, [k.name for k in prog.plan.kernels]); [print("  ", s) for s in st] if "steps" in sys.argv else None
     for r in range(int(sys.argv[5]) if len(sys.argv) > 5 else 2):

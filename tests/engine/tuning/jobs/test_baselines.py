@@ -5,11 +5,13 @@ and verdicts, and the worker that times them."""
 import json
 
 import pytest
+import tvm
 
 from workbench.engine.ir.graph import GraphBuilder
 from workbench.engine.session.session import new_session, replay
 from workbench.engine.base.timing import Stats
-from workbench.engine.tuning.jobs.baselines import KernelBaselines, measure_baselines, op_workload, read_report, speedup_rows, total, tuned_kernels
+from workbench.engine.tuning.jobs.baselines import (KernelBaselines, expert_kernels, measure_baselines, op_workload, read_report,
+                                                    speedup_rows, total, tuned_kernels)
 from workbench.engine.tuning.jobs.handle import Job
 from workbench.engine.tuning.jobs.spec import baselines_job_spec
 from workbench.engine.tuning.jobs.worker import run_job
@@ -75,6 +77,16 @@ def test_tuned_kernels_are_those_the_result_adds_a_tuned_schedule_to():
     start = replay(new_session("r18_stem"))
     tuned = tuned_conv(start.session)
     assert tuned_kernels(start, tuned) == ["conv"] and tuned_kernels(start, start) == []
+
+
+def test_the_expert_baseline_is_the_schedule_policys_for_a_softmax_too():
+    """A softmax's expert baseline is its analytic schedule, the one the session's expert action
+    pushes (not the register-blocked template of a complex op); a matmul's is the template."""
+    start = replay(new_session("bert_tiny_layer", seq=16, hidden=32, heads=2))
+    funcs, why = expert_kernels(start, ["softmax", "scores", "gone"])
+    assert why == {"gone": "the starting layouts fuse this kernel otherwise"} and set(funcs) == {"softmax", "scores"}
+    for k in funcs:
+        tvm.ir.assert_structural_equal(funcs[k], start.with_expert_schedule(k).scheduled(k))
 
 
 @pytest.mark.slow

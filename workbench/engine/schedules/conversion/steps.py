@@ -14,12 +14,12 @@ the rows (``interleaving``) and padded reads are cut into border and interior ra
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from tvm import tirx
 
 from ...base.errors import LoopError
-from ...loops.primitives import apply_steps, list_blocks, list_loops
+from ...loops.primitives import list_blocks, list_loops
 from ...base.step import Step
 from ...build.targets import target_cores, vector_unit
 from .borders import borders
@@ -33,7 +33,7 @@ from .traffic import Cache
 from .transpose import far_block, tile_transpose, transpose_steps, transposed
 from .vendor import keeps_destination_order, order_lanes, register_tiles
 
-__all__ = ["conversion_steps", "default_steps", "scheduled_conversions"]
+__all__ = ["conversion_steps"]
 
 def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
     """The analytic schedule of a layout-conversion kernel, as loop steps.
@@ -152,16 +152,3 @@ def _whole_lines_apart(order: list[Piece], extents: Sequence[int], cache: Cache,
         return order, len(order) - 1  # (too few whole-row chunks: the model's order stays)
     return head + later + [p for p in order if p not in head and p not in later], len(head)
 
-
-def default_steps(prog: Any, kernel: str, target: Mapping) -> list[Step] | None:
-    """The schedule kernel ``kernel`` of ``prog`` (a ``program.Program``) gets when nothing else
-    schedules it: ``conversion_steps`` for a stand-alone conversion, None for any other kernel."""
-    k = next((k for k in prog.plan.kernels if k.name == kernel), None)
-    return None if k is None or k.conversion is None else conversion_steps(prog.funcs[kernel], kernel, target)
-
-
-def scheduled_conversions(prog: Any, target: Mapping) -> dict[str, tirx.PrimFunc]:
-    """Every stand-alone conversion kernel of ``prog`` after its ``default_steps``: what a
-    session builds when it has no schedule of its own for them."""
-    return {k.name: apply_steps(prog.funcs[k.name], default_steps(prog, k.name, target)).mod["main"]
-            for k in prog.plan.kernels if k.conversion is not None}

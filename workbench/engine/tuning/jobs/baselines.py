@@ -21,7 +21,7 @@ from ...session.session import Session, State, replay
 from ...base.timing import Stats, compare
 
 __all__ = ["BASELINES", "OpWorkload", "KernelBaselines", "BaselinesReport", "op_workload", "tuned_kernels",
-           "measure_baselines", "speedup_rows", "total", "report_json", "read_report"]
+           "expert_kernels", "measure_baselines", "speedup_rows", "total", "report_json", "read_report"]
 
 #: the baselines, in the order a table shows them
 BASELINES = {"start": "starting schedule", "expert": "expert schedule", "library": "library"}
@@ -152,32 +152,44 @@ def tuned_kernels(start: State, tuned: State) -> list[str]:
     return out
 
 
+def expert_kernels(start: State, kernels: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each of ``kernels`` on its expert schedule under ``start``'s layouts, as the schedule policy
+    gives it (``policy.expert_schedule``: the register-blocked template for a complex op, the
+    analytic ones for a pool, a softmax, a conversion), and why a kernel has none."""
+    from ...schedules.policy import expert_schedule
+
+    funcs, why = {}, {}
+    for k in kernels:
+        if k not in start.program.funcs:
+            why[k] = "the starting layouts fuse this kernel otherwise"
+            continue
+        try:
+            funcs[k] = expert_schedule(start.program, k, start.session.target).apply(start.program.funcs[k]).mod["main"]
+        except Exception as e:  # noqa: BLE001 - TVM's own errors too: the kernel is timed without this baseline
+            why[k] = f"no expert schedule: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    return funcs, why
+
+
 def measure_baselines(start: State, tuned: State, kernels: Sequence[str] | None = None, rounds: int = 3,
                       settle_s: float = SETTLE_S) -> list[KernelBaselines]:
     """Time each of ``kernels`` (default ``tuned_kernels``) of ``tuned`` against its baselines,
     interleaved, ``rounds`` rounds (a noisy contender one set more); every kernel runs on the
     buffers a run of its program on the graph's random inputs leaves."""
-    from ...measure.kernel_time import kernel_timer
-    from ...schedules.expert import expert_steps
     from ...base.interleave import remeasure
-    from ...measure.library import Sidecar, fastest, library_timers
-    from ...loops.primitives import apply_steps
     from ...build.targets import target_cores
+    from ...measure.kernel_time import kernel_timer
+    from ...measure.library import Sidecar, fastest, library_timers
 
     kernels = list(tuned_kernels(start, tuned) if kernels is None else kernels)
     if not kernels:
         return []
     target, values = tuned.session.target, tuned.graph.random_inputs(0)
     missing: dict[str, dict[str, str]] = {k: {} for k in kernels}
-    expert = {}
-    for k in kernels:
+    expert, why = expert_kernels(start, kernels)
+    for k, reason in why.items():
+        missing[k]["expert"] = reason
         if k not in start.program.funcs:
-            missing[k]["start"] = missing[k]["expert"] = "the starting layouts fuse this kernel otherwise"
-            continue
-        try:
-            expert[k] = apply_steps(start.program.funcs[k], expert_steps(start.program.funcs[k], k, target)).mod["main"]
-        except Exception as e:  # noqa: BLE001 - TVM's own errors too: the kernel is timed without this baseline
-            missing[k]["expert"] = f"no expert schedule: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            missing[k]["start"] = reason
     built = {"tuned": tuned.scheduled_program().build(target), "start": start.scheduled_program().build(target)}
     if expert:
         built["expert"] = start.scheduled_program().with_funcs(expert).build(target)
