@@ -104,7 +104,7 @@ def _chosen(text: str | None, known: tuple[str, ...], flag: str, what: str) -> t
 
 
 def _bench_conversions(a: argparse.Namespace) -> int:
-    """``bench --suite conversions``: layout conversions beyond the LLC against a copy (``engine.convbench``)."""
+    """``bench --suite conversions``: layout conversions beyond the LLC against a copy (``bench.conversions``)."""
     from workbench.bench import conversions as convbench
 
     known = {c.name: c for c in convbench.CASES}
@@ -130,7 +130,7 @@ def _budgets(text: str) -> list[int]:
 
 
 def _bench_networks(a: argparse.Namespace) -> int:
-    """``bench --suite networks``: the built-in networks end to end (``engine.netbench``)."""
+    """``bench --suite networks``: the built-in networks end to end (``bench.networks``)."""
     from workbench.bench import networks as netbench
 
     names = _chosen(a.only, netbench.NETWORK_NAMES, "--only", "network")
