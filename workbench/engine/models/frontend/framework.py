@@ -27,7 +27,7 @@ def framework_of(model: Mapping) -> str | None:
 
     if "zoo" in model:
         return "PyTorch" if model["zoo"] in NETWORKS else None
-    if str(model["file"]).lower().endswith(".expr"):  # expression ops: their reference is engine.expr's interpreter
+    if str(model["file"]).lower().endswith(".expr"):  # expression ops: their reference is ir.expr's interpreter
         return None
     return "ONNX Runtime" if str(model["file"]).lower().endswith(".onnx") else "PyTorch"
 

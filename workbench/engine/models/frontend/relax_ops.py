@@ -300,7 +300,7 @@ def _call_tir(cv: GraphWriter, call: relax.Call, args: list, out: Shape) -> str 
 
 
 def opaque(cv: GraphWriter, call: relax.Call, args: list) -> str:
-    """Any other op: an opaque kernel, TVM's legalized TIR for the call (``engine.opaque``). Each
+    """Any other op: an opaque kernel, TVM's legalized TIR for the call (``ir.opaque``). Each
     computed tensor it reads is a parameter; a float32 constant tensor a graph constant
     ``<op>.arg<i>`` (its parameter too); scalars, shapes and other constants stay in the call."""
     op = call.op.name.removeprefix("relax.")

@@ -1,7 +1,7 @@
 """A Relax module (TVM's import of an ONNX or torch.export model) as the engine's ``Graph``.
 
 Each binding of ``main`` is mapped onto the op library (``relax_ops``); any other op becomes an
-opaque kernel, TVM's legalized TIR for that call alone (``engine.opaque``). Chains of calls that
+opaque kernel, TVM's legalized TIR for that call alone (``ir.opaque``). Chains of calls that
 are one op of a decoder layer (RMSNorm, rotary embedding, attention) are found first
 (``decoder``) and mapped as that op. Bindings whose inputs are all constants are evaluated with
 NumPy (``fold``). Batch norms right after a conv are folded into it by TVM (``prepare``); the
