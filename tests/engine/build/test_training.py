@@ -39,3 +39,13 @@ def test_a_step_count_below_one_is_refused():
     compiled, values = _compiled("lltm")
     with pytest.raises(ValueError, match="at least 1, got 0"):
         compiled.train(values, 0)
+
+
+def test_a_program_of_another_graph_is_refused():
+    from workbench.engine.base.errors import BuildError
+    from workbench.engine.build.program import make_program
+
+    step = example_step("lltm")
+    other = make_program(example_step("lltm").graph)
+    with pytest.raises(BuildError, match="not of the step lltm_step"):
+        compile_step(step, step.graph.random_inputs(0), program=other)

@@ -58,12 +58,15 @@ class CompiledStep:
         return self._main(*args)
 
 
-def compile_step(step: TrainingStep, values: Mapping[str, np.ndarray], target: Mapping = DEFAULT_TARGET
-                 ) -> CompiledStep:
+def compile_step(step: TrainingStep, values: Mapping[str, np.ndarray], target: Mapping = DEFAULT_TARGET,
+                 program: Program | None = None) -> CompiledStep:
     """Build ``step`` as one network for ``target`` (its constants from ``values``, e.g.
-    ``graph.random_inputs``). Raises ``BuildError``, also when a parameter's stored layout would
-    differ from its update's (then the update could not be fed back as it is)."""
-    program = make_program(step.graph)
+    ``graph.random_inputs``; ``program``: a program of ``step.graph`` with scheduled kernels,
+    by default ``make_program``'s). Raises ``BuildError``, also when a parameter's stored layout
+    would differ from its update's (then the update could not be fed back as it is)."""
+    program = program or make_program(step.graph)
+    if program.graph is not step.graph:
+        raise BuildError(f"the program is of graph {program.graph.name}, not of the step {step.graph.name}")
     net = build_network(program, values, target)
     for p, new in step.updates.items():
         if net.inputs.get(p) != net.outputs[new]:

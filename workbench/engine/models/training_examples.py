@@ -36,9 +36,18 @@ def _lltm(v: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
 
 
 def _capsnet(v: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    win = v["caps"].unfold(2, 3, 2).unfold(3, 3, 2)  # b, c, p, q, i, m, r, s
-    act = torch.tanh(torch.einsum("bcpqimrs,kcrsmj->bkpqij", win, v["w1"]))
-    return (torch.einsum("bcpqim,kcpqmj->bkij", act, v["w2"]),)
+    # each capsule conv as one matmul over (c, r, s, m): einsum's bmm is far slower on these shapes
+    caps, w1, w2 = v["caps"], v["w1"], v["w2"]
+    win = caps.unfold(2, 3, 2).unfold(3, 3, 2)  # b, c, p, q, i, m, r, s
+    b, c, p, q, i, m, r, s = win.shape
+    k, j = w1.shape[0], w1.shape[-1]
+    rows = win.permute(0, 2, 3, 4, 1, 6, 7, 5).reshape(b * p * q * i, c * r * s * m)
+    conv = (rows @ w1.permute(1, 2, 3, 4, 0, 5).reshape(c * r * s * m, k * j)).reshape(b, p, q, i, k, j)
+    act = torch.tanh(conv.permute(0, 4, 1, 2, 3, 5))  # b, k, p, q, i, j
+    k2 = w2.shape[0]
+    rows2 = act.permute(0, 4, 1, 2, 3, 5).reshape(b * i, -1)  # (b, i) by (c, p, q, m)
+    out = (rows2 @ w2.permute(1, 2, 3, 4, 0, 5).reshape(rows2.shape[1], k2 * j)).reshape(b, i, k2, j)
+    return (out.permute(0, 2, 1, 3),)
 
 
 @dataclass(frozen=True)
