@@ -1,8 +1,8 @@
 """A static SVG drawing of a Plotly figure: the page shows it while the browser loads Plotly.
 
-Streamlit's Plotly chart is a 4.7 MB chunk that the browser fetches only when a chart arrives
-and evaluates for 1-2 s on this class of machine: a new tab would show the graph page without
-its graph for that long. ``figure_svg`` draws the same figure (the Graph page's, which maps one
+Streamlit's Plotly chart is a large chunk that the browser fetches only when a chart arrives
+and evaluates for a second or more: a new tab would show the graph page without its graph for
+that long. ``figure_svg`` draws the same figure (the Graph page's, which maps one
 axis unit to one pixel) as plain SVG, so it shows at once; the page hides it when the chart is
 drawn. It draws what ``graph.graph_figure`` uses, nothing more: scatter traces (lines, filled
 outlines, markers, text), and annotations; no legend, hover or axes.

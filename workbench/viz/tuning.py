@@ -2,7 +2,7 @@
 layout candidates with their scores (as bars, and their parameters against latency as parallel
 coordinates), and runs side by side.
 
-Input is the tuner's progress lines as dicts (``metaschedule.read_progress``): ``task``,
+Input is the tuner's progress lines as dicts (``tuning.progress.read_progress``): ``task``,
 ``stage``, ``trial``, ``layout``, ``latency_ms`` (None when the candidate failed), ``error``.
 A line's x is its place among the lines in the order they were written (``measurement_numbers``),
 so every curve of a figure, each task's and the program's, counts the run's hardware
