@@ -3,20 +3,13 @@ to the ops of our graph, so a user sees which op loses the time.
 
 The three graphs differ: ours is imported through TVM (ops named ``conv3``, ``dense2``), the
 engines run the ONNX file after fusing and re-laying it out. Matching goes through the ONNX
-graph:
-
-- an engine node -> the ONNX node that produces one of its outputs (ONNX Runtime: the optimized
-  graph's output tensor names; a node whose outputs are all internal, such as an inserted reshape
-  or layout reorder, goes with the first later node that produces an ONNX tensor). OpenVINO
-  names the original layers each executed node fused (``originalLayersNames``);
-- an ONNX node -> one of our ops by *segment*: the compute ops (convolutions and matrix products,
-  ``ANCHOR_ONNX`` / ``ANCHOR_OURS``) are matched in graph order, the k-th to the k-th, and every
-  other op belongs to the compute op before it (the bias, activation, residual add, norm or pool
-  that follows a conv is counted with that conv; ops before the first one with the first). When
-  the two graphs hold different numbers of compute ops the segments cannot be trusted and nothing
-  maps (``OpMatch.unmapped`` says why).
-
-Pure: the functions take node lists and times, never run an engine.
+graph: an engine node -> the ONNX node it stands for (``engine_to_onnx``), an ONNX node -> one
+of our ops by *segment* (``match_ops``): the compute ops (convolutions and matrix products,
+``ANCHOR_ONNX`` / ``ANCHOR_OURS``) are matched in graph order, the k-th to the k-th, and every
+other op belongs to the compute op before it (the bias, activation, residual add, norm or pool
+after a conv counts with that conv; ops before the first one with the first). When the graphs
+hold different numbers of compute ops the segments cannot be trusted and nothing maps
+(``OpMatch.unmapped`` says why). Pure: the functions take node lists and times, never run an engine.
 """
 
 from __future__ import annotations

@@ -1,49 +1,16 @@
-"""Cache profile of a scheduled kernel: per loop level, the data each iteration touches.
+"""Cache profile of a scheduled kernel: per loop level, the data one iteration touches, and the
+misses each cache takes (ALT's Tables 2 and 3 argue with this model).
 
-The model (ALT's Tables 2 and 3 argue with it):
+- **Footprint** of buffer B at loop L: the distinct elements, cache lines and contiguous runs of
+  lines of B that one iteration of L touches (the loops outside L, and L, at their first value),
+  computed exactly from the blocks' buffer accesses (``BufferFootprint``);
+- **where it stops fitting**: along the main loop chain, the outermost level whose footprint fits;
+- **estimated misses** per cache: a level that fits brings its footprint in once per iteration
+  (``_misses``; the prefetch-aware estimate counts runs instead of lines), within the compulsory
+  and inclusion bounds (``_bounded``).
 
-- **Footprint** of buffer B at loop L: the distinct elements of B that one iteration of L
-  touches, i.e. everything nested inside L with the loops outside L (and L) fixed at their
-  first value. Computed exactly from the blocks' buffer accesses (indices as functions of the
-  loop variables): the buffer's dims are grouped by the loop variables they share, each group
-  is enumerated with NumPy, and the groups combine as a Cartesian product (they index
-  different dims). Also counted: the distinct cache **lines**, and the contiguous **runs**
-  (maximal ranges of adjacent cache lines) they form.
-- **Where it stops fitting**: along the kernel's main loop chain (outermost first, following
-  the loop with most work), the outermost level whose total footprint fits a cache.
-- **Estimated misses** in cache C: if level l is the outermost that fits C, every iteration of
-  l brings its footprint into C once: misses = iterations(l) x lines(l). Reuse across
-  iterations of l is ignored (it is what the next level out would capture, had it fitted).
-  A kernel of several loop nests (a fused pad, bias or activation beside the main one) is
-  counted nest by nest: the rule applies to every loop of the tree, not only the main chain,
-  i.e. a loop whose iteration does not fit C costs what its child loops cost, plus the
-  blocks directly inside it, once per iteration.
-  The **prefetch-aware** estimate counts runs instead of lines: a hardware prefetcher streams
-  the rest of a contiguous run, so a tile stored contiguously (ALT's tiled layouts) costs one
-  demand miss, where the same tile strided across a plane costs one per line.
-- **Bounds** every estimate keeps (``_bounded``): at least the **compulsory** misses (every
-  distinct line the kernel touches, resp. every run, is brought in once), and no more misses
-  in a larger cache than in a smaller one (**inclusion**: whatever fits the smaller fits the
-  larger). The first-iteration footprints can break either (a tile that straddles a line
-  boundary only in later iterations); the misses table's ``bounded by`` column says where a
-  bound replaced the estimate.
-
-Why this model: it needs no hardware counters (most VMs expose none) and no simulation, yet
-it ranks layouts and tilings the way the paper's measurements do: a schedule whose inner
-levels fit L1 and whose tiles are contiguous runs needs fewer misses. It is an estimate of
-capacity and compulsory misses only: associativity conflicts, sharing between cores and the
-reuse between iterations of the fitting level are left out.
-
-Indices outside a buffer are left out (a pad's guarded read, a ``T.where`` tail: never accessed).
-Limits: the first-iteration choice can under- or over-count a boundary tile (a pad's first
-row reads no input; a tile may straddle a line boundary only in later iterations);
-a group of dims whose loop box exceeds ``_MAX_POINTS`` points is not enumerated: its element
-count is bounded by the buffer's extent there, lines assume a dense layout, and the footprint
-says ``exact=False`` (the table's ``exact`` column).
-
-``profile_kernel(func, ceilings)`` (or ``(func, caches, line_bytes)``) returns a ``Profile``;
-``counters.perf_counters(built, kernel)`` reads the paper's Table 3 counters with Linux ``perf``
-where the machine exposes them, and otherwise says why.
+It needs no hardware counters and no simulation (``profile_kernel`` says what it leaves out);
+``counters.perf_counters`` reads the paper's Table 3 counters with Linux ``perf`` where it can.
 """
 
 from __future__ import annotations
@@ -80,6 +47,14 @@ class Access:
 
 @dataclass(frozen=True)
 class BufferFootprint:
+    """What one iteration of a loop touches of a buffer: distinct elements, bytes, cache lines,
+    and **runs** (maximal ranges of adjacent cache lines). The buffer's dims are grouped by the
+    loop variables they share, each group is enumerated with NumPy, and the groups combine as a
+    Cartesian product (they index different dims). Indices outside the buffer are left out (a
+    pad's guarded read, a ``T.where`` tail: never accessed). A group whose loop box exceeds
+    ``_MAX_POINTS`` points is not enumerated: its count is bounded by the buffer's extent there,
+    lines assume a dense layout, and ``exact`` is False."""
+
     elements: int
     bytes: int
     lines: int
@@ -353,10 +328,17 @@ def _subtree_vars(lp: _Loop) -> dict[Any, tuple[int, int]]:
 
 def profile_kernel(func: tirx.PrimFunc, caches: "Mapping[str, int] | Ceilings", line_bytes: int | None = None,
                    name: str = "kernel") -> Profile:
-    """Footprints along the kernel's main loop chain and the estimated misses per cache.
+    """Footprints along the kernel's main loop chain (outermost first, following the loop with
+    most work) and the estimated misses per cache.
 
     ``caches``: cache name -> bytes (``{"L1d": 49152, ...}``), or a ``Ceilings`` (its caches and
     line size). ``line_bytes`` defaults to the ceilings' line, else 64.
+
+    The model ranks layouts and tilings as the paper's measurements do (inner levels that fit L1
+    and contiguous tiles need fewer misses), but counts capacity and compulsory misses only:
+    associativity conflicts, sharing between cores and the reuse between iterations of the
+    fitting level are left out, and the first-iteration footprints can under- or over-count a
+    boundary tile (a pad's first row reads no input).
     """
     if hasattr(caches, "caches"):  # a Ceilings: take the measured machine's caches and line
         line_bytes = line_bytes or caches.line_bytes
@@ -396,7 +378,11 @@ def _misses(lp: _Loop, size: int, footprint: Callable[[_Loop, bool], dict[str, B
             iterations: int = 1) -> tuple[int, int]:
     """Estimated misses (lines, runs) in a cache of ``size`` bytes of the ``iterations`` runs of
     one iteration of ``lp``: its footprint once each when that fits, else its children's misses
-    and those of the blocks directly inside it (per iteration, nothing free)."""
+    and those of the blocks directly inside it (per iteration, nothing free). So every loop of
+    the tree counts, a fused pad's or bias's nest too; reuse across iterations of the fitting
+    level is what the next level out would capture, had it fitted. Runs, not lines: a hardware
+    prefetcher streams the rest of a contiguous run, so a contiguous tile (ALT's tiled layouts)
+    costs one demand miss where the same tile strided across a plane costs one per line."""
     fp = footprint(lp, False)
     if sum(b.bytes for b in fp.values()) <= size:
         return iterations * sum(b.lines for b in fp.values()), iterations * sum(b.runs for b in fp.values())
@@ -411,8 +397,10 @@ def _misses(lp: _Loop, size: int, footprint: Callable[[_Loop, bool], dict[str, B
 def _bounded(caches: Mapping[str, int], estimates: Mapping[str, tuple[int, int]],
              kernel: Level) -> dict[str, tuple[int, int, str]]:
     """Each cache's (lines, runs) estimate raised to the compulsory misses (``kernel``'s distinct
-    lines and runs), then, smallest cache first, lowered to the next smaller cache's; with the
-    bound that changed it ("" for none)."""
+    lines and runs, each brought in once), then, smallest cache first, lowered to the next
+    smaller cache's (inclusion: whatever fits the smaller fits the larger); with the bound that
+    changed it ("" for none). First-iteration footprints can break either bound (a tile that
+    straddles a line boundary only in later iterations)."""
     out: dict[str, tuple[int, int, str]] = {}
     smaller: tuple[int, int, str] | None = None
     for cache in sorted(caches, key=lambda c: caches[c]):

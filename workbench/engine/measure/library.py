@@ -1,9 +1,8 @@
 """The libraries a single operator is held against, and the process they are timed in.
 
-The yardstick of the single-operator benchmark is the fastest library on the op, not one
-library: on AMD CPUs NumPy's OpenBLAS runs a large GEMM faster than PyTorch's MKL, so a ratio
-against PyTorch alone measured MKL's AMD code path more than our tuner.
-The contenders (``LIBRARIES``):
+The yardstick is the fastest library on the op, not one library: which library is fastest
+depends on the CPU's vendor and the op, and a ratio against one library alone would measure
+that library's code path more than our tuner. The contenders (``LIBRARIES``):
 
 - ``torch``: PyTorch eager, the faster of the default (NCHW) and channels-last memory formats;
 - ``numpy``: NumPy's ``@`` (GMM only);
@@ -11,9 +10,8 @@ The contenders (``LIBRARIES``):
   options of mode ``max-autotune-no-cudagraphs`` (``COMPILE_MODE``), its output checked against
   eager PyTorch's.
 
-Each is made and sampled in the ``Sidecar`` process. A contender that cannot be made (a compile
-that fails, a library that is not installed) is *missing*, with its reason, and the run goes on.
-``fastest`` picks the library figure from the re-measured medians.
+Each is made and sampled in the ``Sidecar`` process; one that cannot be made is *missing*, with
+its reason, and the run goes on. ``fastest`` picks the library figure from the re-measured medians.
 """
 
 from __future__ import annotations
@@ -65,7 +63,7 @@ def torch_timer(w: Workload, threads: int) -> Timer:
     """PyTorch eager on ``threads`` threads, in the faster of the default (NCHW) and channels-last
     memory formats (chosen by the median of three samples each, interleaved, each once the machine
     is quiet: chosen right after our kernels ran, while TVM's pool still spun, one format's samples
-    could come out slow: ``grp_resnext`` measured 2.9 ms in one run, 0.44 ms in another)."""
+    could come out several times slower than in another run)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -164,10 +162,9 @@ class _Remote:
 
 class Sidecar:
     """PyTorch and NumPy timed in a process of their own, started before this process runs any
-    TVM kernel or tuning: in the bench's process, after MetaSchedule had tuned (thread pools of
-    TVM, XGBoost and PyTorch on 2 cores), PyTorch's calls took a steady 10-20 ms more each
-    (a 1.7 ms convolution measured 14.8 ms). The parent still interleaves: each sample is one
-    request to the sidecar, taken in its turn."""
+    TVM kernel or tuning: in a process where MetaSchedule had tuned, the thread pools of TVM,
+    XGBoost and PyTorch compete for the cores and PyTorch's calls slow down. The parent still
+    interleaves: each sample is one request to the sidecar, taken in its turn."""
 
     def __init__(self) -> None:
         import multiprocessing

@@ -1,19 +1,9 @@
 """The machine's state at a moment: what a measured rate depends on besides the code.
 
 On a virtual machine the vCPUs, where they run and at what clock change from one minute to the
-next (the FMA kernel's rate moved 2x between processes minutes apart). So
-a benchmark records the state at its start and end (``machine.json`` in its results folder), and
-the ceilings' cache re-measures when the machine no longer looks as it did (``differs``).
-
->>> a = MachineState(0.0, vcpus=2, threads_per_core=1, clock_mhz=2600.0, load1=0.2, steal_s=1.0, cpu_s=100.0)
->>> differs(a, a)
-''
->>> differs(a, replace(a, clock_mhz=3500.0))
-'the clock read 2600 MHz then, 3500 MHz now'
->>> differs(a, replace(a, load1=1.6))
-'the load was 0.2 then, 1.6 now'
->>> steal_pct(a, replace(a, steal_s=3.0, cpu_s=120.0))
-10.0
+next, and a measured rate changes with them. So a benchmark records the state at its start and
+end (``machine.json`` in its results folder), and the ceilings' cache re-measures when the
+machine no longer looks as it did (``differs``).
 """
 
 from __future__ import annotations
@@ -73,7 +63,16 @@ def machine_state() -> MachineState:
 def differs(then: MachineState, now: MachineState) -> str:
     """Why a rate measured in state ``then`` may not hold ``now`` ("" when nothing says so): other
     vCPUs or threads per core, a clock that moved by more than ``CLOCK_CHANGE``, or a load that
-    moved by more than half the vCPUs (at least one: a measurement loads the cores itself)."""
+    moved by more than half the vCPUs (at least one: a measurement loads the cores itself).
+
+    >>> a = MachineState(0.0, vcpus=2, threads_per_core=1, clock_mhz=2600.0, load1=0.2, steal_s=1.0, cpu_s=100.0)
+    >>> differs(a, a)
+    ''
+    >>> differs(a, replace(a, clock_mhz=3500.0))
+    'the clock read 2600 MHz then, 3500 MHz now'
+    >>> differs(a, replace(a, load1=1.6))
+    'the load was 0.2 then, 1.6 now'
+    """
     if (then.vcpus, then.threads_per_core) != (now.vcpus, now.threads_per_core):
         return (f"{then.vcpus} vCPUs, {then.threads_per_core} thread(s) per core then, {now.vcpus} vCPUs, "
                 f"{now.threads_per_core} thread(s) per core now")
@@ -86,7 +85,12 @@ def differs(then: MachineState, now: MachineState) -> str:
 
 def steal_pct(before: MachineState, after: MachineState) -> float | None:
     """The hypervisor's share of the CPU time between two states, in percent (None: not counted,
-    or no time passed)."""
+    or no time passed).
+
+    >>> a = MachineState(0.0, vcpus=2, threads_per_core=1, clock_mhz=2600.0, load1=0.2, steal_s=1.0, cpu_s=100.0)
+    >>> steal_pct(a, replace(a, steal_s=3.0, cpu_s=120.0))
+    10.0
+    """
     if before.steal_s is None or after.steal_s is None or after.cpu_s <= before.cpu_s:
         return None
     return round(100.0 * (after.steal_s - before.steal_s) / (after.cpu_s - before.cpu_s), 6)

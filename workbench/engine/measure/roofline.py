@@ -3,34 +3,9 @@ measured kernel comes to the ceiling that bounds it.
 
 Compulsory bytes: every buffer the kernel takes (its inputs and outputs, in their stored
 layouts, padding included) moved once. A kernel whose intensity (FLOP/byte) lies left of the
-ridge point is bounded by bandwidth, right of it by the FMA peak.
-
->>> from workbench.engine.measure.ceilings import Ceilings
->>> c = Ceilings("cpu", {"kind": "llvm"}, peak_gflops=100.0, copy_gbs=10.0, triad_gbs=12.0,
-...              caches={"L1d": 32768}, line_bytes=64)
->>> relu = RooflinePoint("relu", "NCHW", flops=10**6, bytes=8 * 10**6, latency_ms=1.0)
->>> relu.intensity, relu.gflops, relu.bound(c), relu.attainable(c), relu.percent_of_roof(c)
-(0.125, 1.0, 'memory', 1.5, 66.66666666666667)
-
-A kernel whose buffers fit a cache can beat the (DRAM) memory roof: over 100% of it is
-possible for small kernels, such as a padding copy, because the timing runs it again and again
-and finds its data still in that cache. ``holding_cache`` names the cache and ``roof_note`` says
-why a share above 100% is no error (the ceilings measure no per-cache bandwidth to draw that
-cache's own roof):
-
->>> pad = RooflinePoint("pad", "NCHW", flops=0, bytes=16 * 1024, latency_ms=0.001)
->>> pad.percent_of_roof(c), pad.holding_cache(c)
-(136.53333333333333, 'L1d')
->>> print(pad.roof_note(c))
-above the DRAM roof: its 16 KiB of buffers fit L1d (32 KiB), where repeated runs find them
-
-The libraries' GEMM measured with the ceilings is a reference point (``reference_points``): a
-tuned kernel can be held against what NumPy and PyTorch reach on the same machine.
-
->>> from workbench.engine.measure.ceilings import Yardstick
->>> ref = reference_points(Ceilings("cpu", {}, 100.0, 10.0, 12.0, {}, 64, library=(Yardstick("PyTorch", 1200, 90.0, 2),)))
->>> ref[0].kernel, ref[0].variant, ref[0].intensity, round(ref[0].gflops, 6)
-('PyTorch GEMM 1200', 'library', 200.0, 90.0)
+ridge point is bounded by bandwidth, right of it by the FMA peak. A kernel whose buffers fit a
+cache can beat the (DRAM) memory roof (``RooflinePoint.roof_note`` says why). The libraries'
+GEMMs measured with the ceilings are reference points (``reference_points``).
 """
 
 from __future__ import annotations
@@ -48,6 +23,16 @@ __all__ = ["RooflinePoint", "compulsory_bytes", "kernel_point", "program_points"
 
 @dataclass(frozen=True)
 class RooflinePoint:
+    """A kernel (``variant``: its layout or schedule) as the roofline plots it.
+
+    >>> from workbench.engine.measure.ceilings import Ceilings
+    >>> c = Ceilings("cpu", {"kind": "llvm"}, peak_gflops=100.0, copy_gbs=10.0, triad_gbs=12.0,
+    ...              caches={"L1d": 32768}, line_bytes=64)
+    >>> relu = RooflinePoint("relu", "NCHW", flops=10**6, bytes=8 * 10**6, latency_ms=1.0)
+    >>> relu.intensity, relu.gflops, relu.bound(c), relu.attainable(c), relu.percent_of_roof(c)
+    (0.125, 1.0, 'memory', 1.5, 66.66666666666667)
+    """
+
     kernel: str
     variant: str
     flops: int
@@ -93,7 +78,19 @@ class RooflinePoint:
 
     def roof_note(self, c: Ceilings) -> str:
         """Why the kernel is above its roof ("" when it is not): its data sits in a cache the
-        repeated timing runs keep warm, or else what the roof does not count."""
+        repeated timing runs keep warm, or else what the roof does not count. A small kernel,
+        such as a padding copy, finds its buffers still in a cache (``holding_cache``) when the
+        timing runs it again and again; the ceilings measure no per-cache bandwidth to draw that
+        cache's own roof, so a share above 100% is no error:
+
+        >>> from workbench.engine.measure.ceilings import Ceilings
+        >>> c = Ceilings("cpu", {"kind": "llvm"}, 100.0, 10.0, 12.0, caches={"L1d": 32768}, line_bytes=64)
+        >>> pad = RooflinePoint("pad", "NCHW", flops=0, bytes=16 * 1024, latency_ms=0.001)
+        >>> pad.percent_of_roof(c), pad.holding_cache(c)
+        (136.53333333333333, 'L1d')
+        >>> print(pad.roof_note(c))
+        above the DRAM roof: its 16 KiB of buffers fit L1d (32 KiB), where repeated runs find them
+        """
         pct = self.percent_of_roof(c)
         if pct is None or pct <= 100.0:
             return ""
@@ -143,5 +140,12 @@ def program_points(program: Any, latencies: Mapping[str, float] | None = None, v
 
 
 def reference_points(c: Ceilings) -> list[RooflinePoint]:
-    """The library GEMMs measured with the ceilings, as points (variant ``library``)."""
+    """The library GEMMs measured with the ceilings, as points (variant ``library``): a tuned
+    kernel is held against what NumPy and PyTorch reach on the same machine.
+
+    >>> from workbench.engine.measure.ceilings import Ceilings, Yardstick
+    >>> ref = reference_points(Ceilings("cpu", {}, 100.0, 10.0, 12.0, {}, 64, library=(Yardstick("PyTorch", 1200, 90.0, 2),)))
+    >>> ref[0].kernel, ref[0].variant, ref[0].intensity, round(ref[0].gflops, 6)
+    ('PyTorch GEMM 1200', 'library', 200.0, 90.0)
+    """
     return [RooflinePoint(y.label, "library", y.flops, y.bytes, y.flops / (y.gflops * 1e6)) for y in c.library]
