@@ -1,7 +1,8 @@
 """ALT's joint layout + loop stage (paper section 5) for one complex op.
 
 The layout space comes from the one-level templates (``layouts.alt_tiled`` for the conv
-family: output tiles per spatial dim, ``ot``, ``it``; ``layouts.nkn`` for GMM: ``m``, ``n``).
+family: output tiles per spatial dim, ``ot``, ``it``; ``layouts.nkn`` for GMM: ``m``, ``n``; for
+an expression op that is a contraction, its output ``blocked`` along one dim, the block innermost).
 *Cross exploration*: a layout candidate is scored by its kernel's expert schedule (the seed of
 a MetaSchedule loop tuning of ``options.per_candidate`` measurements, one by default: so the
 joint share scores as many layouts as it has measurements); only candidates whose vectorized
@@ -80,8 +81,8 @@ class Candidate:
     def features(self) -> list[float]:
         """log2 of every template parameter (tiles flattened), 0 for the default layout."""
         vals: list[float] = [1.0 if self.preset is None else 0.0]
-        for _, v in self.params:
-            vals += [math.log2(x) for x in (v if isinstance(v, tuple) else (v,))]
+        for _, v in self.params:  # a dim number may be 0: -1 then
+            vals += [math.log2(x) if x > 0 else -1.0 for x in (v if isinstance(v, tuple) else (v,))]
         return vals
 
 
@@ -105,9 +106,10 @@ def _phase_tiles(tiles: list[int], n: int, stride: int) -> list[int]:
 
 
 def _fills_lanes(c: Candidate, full: int, lanes: int) -> bool:
-    """The candidate's innermost stored dim (``ot`` / GMM's ``n``, vectorized by the expert
-    schedule) is a whole number of vector registers, or the whole dim when that is narrower."""
-    inner = c.kwargs.get("ot", c.kwargs.get("n"))
+    """The candidate's innermost stored dim (``ot`` / GMM's ``n`` / a block's ``factor``,
+    vectorized by the expert schedule) is a whole number of vector registers, or the whole dim
+    when that is narrower."""
+    inner = c.kwargs.get("ot", c.kwargs.get("n", c.kwargs.get("factor")))
     return inner is None or inner % lanes == 0 or inner == full < lanes
 
 
@@ -116,8 +118,9 @@ def layout_space(graph: Graph, op: str, lanes: int | None = None) -> list[Candid
     fp32 lanes), only those whose vectorized dim fills whole registers (all when none does)."""
     space = _template_space(graph, op)
     if lanes:
-        full = graph.tensors[op].shape[1 if graph.node(op).type.startswith("conv") else -1]
-        kept = [c for c in space if _fills_lanes(c, full, lanes)]
+        shape = graph.tensors[op].shape
+        full = shape[1 if graph.node(op).type.startswith("conv") else -1]
+        kept = [c for c in space if _fills_lanes(c, shape[c.kwargs["dim"]] if c.preset == "blocked" else full, lanes)]
         space = kept if len(kept) > 1 else space
     return space
 
@@ -137,6 +140,9 @@ def _template_space(graph: Graph, op: str) -> list[Candidate]:
     elif node.type == "matmul":
         for m, n in itertools.product(_divisors(out[-2], _GMM), _divisors(out[-1], _GMM)):
             space.append(Candidate("nkn", (("m", m), ("n", n))))
+    elif node.type == "expr_complex":  # a contraction in index notation: no op-specific template
+        for d, n in enumerate(out[:-1]):  # the last dim is innermost already
+            space += [Candidate("blocked", (("dim", d), ("factor", f))) for f in _divisors(n, _CHANNELS[2:]) if f > 1]
     else:
         raise TuneError(f"{op} ({node.label}) is not a complex op: its layout comes by propagation")
     return space
