@@ -1,4 +1,4 @@
-"""The Graph page's "New expression op" form (issue #47): ops in index notation, typed as the
+"""The Graph page's "New expression op" form: ops in index notation, typed as the
 lines of a ``.expr`` file (``engine.ir.expr.source``), checked by the engine's reader on every
 change of the text (an error in one line with its line and column; else each op's output shape
 and FLOP count), and **Create model**, which opens a session on them as an imported ``.expr``

@@ -6,7 +6,7 @@ a workspace id (``?ws=``, kept across page switches) opens that tab's work again
 the sidebar or a page shows as one line, and the tab's work is saved after every run.
 
 ``python -m workbench.app [streamlit flags]`` (``app/serve.py``) serves the app like ``streamlit run`` and imports
-the engine (TVM, PyTorch: about 4 s) in a thread while the server starts, so the first tab
+the engine (TVM, PyTorch: seconds) in a thread while the server starts, so the first tab
 does not wait for it; ``streamlit run`` imports it in the first tab's run.
 """
 

@@ -1,5 +1,5 @@
 """``python -m workbench.app``: ``streamlit run`` on the entry script, with the engine imported in a
-thread meanwhile, so that the first tab does not wait for TVM and PyTorch (about 4 s)."""
+thread meanwhile, so that the first tab does not wait for TVM and PyTorch to import."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ kernel = st.selectbox("Fused kernel", names, index=names.index(state.home_kernel
                       format_func=lambda k: f"{k}  ({' → '.join(plan.kernels[names.index(k)].ops) or 'conversion'})")
 view = nest_view(state, kernel)
 if (sched := state.schedule(kernel)).kind == "conversion":
-    st.caption("This conversion runs on its analytic schedule (`expert/convert.py`: the steps below); a loop "
+    st.caption("This conversion runs on its analytic schedule (`engine/schedules/conversion/`: the steps below); a loop "
                "primitive you apply replaces it.")
     # a padded unfold's border copies each get steps of their own: a long list stays folded
     with st.expander(f"Its {len(sched.steps)} loop steps", expanded=len(sched.steps) <= _SHORT_SCHEDULE):
