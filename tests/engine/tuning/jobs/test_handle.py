@@ -12,7 +12,7 @@ import pytest
 
 from workbench.engine.base.errors import TuneError
 from workbench.engine.session.session import load, new_session
-from workbench.engine.tuning.jobs.handle import Job, JobQueue, start_job
+from workbench.engine.tuning.jobs.handle import Job, JobQueue, JobStatus, start_job
 from workbench.engine.tuning.jobs.spec import replay_job_spec
 
 from tests.engine.tuning.job_helpers import job_folder, rows, tuned_conv
@@ -84,6 +84,14 @@ def test_the_job_limit_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("ALT_WORKBENCH_MAX_JOBS", "0")
     with pytest.raises(TuneError, match="ALT_WORKBENCH_MAX_JOBS must be a positive number"):
         JobQueue.at(tmp_path)
+
+
+def test_a_worker_that_died_without_a_word_fails_with_its_last_log_lines(tmp_path):
+    job = job_folder(tmp_path / "job", new_session("r18_stem"), "loop", [])
+    assert job.status() == JobStatus("failed", "no output")
+    (job.dir / "stderr.log").write_text("".join(f"line {i}\n" for i in range(20)) + "Killed\n")
+    status = Job.attach(job.dir).status()
+    assert status.state == "failed" and status.error.endswith("line 19\nKilled") and "line 8\n" not in status.error
 
 
 def test_a_result_is_replayed_once_until_a_new_one_replaces_it(tmp_path, replays):

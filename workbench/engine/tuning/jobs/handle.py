@@ -255,8 +255,8 @@ class Job:
         if isinstance(err, dict) and err.get("error"):
             return JobStatus("failed", str(err["error"]))
         code = self._proc.returncode if self._proc is not None else None
-        tail = tail(self.dir / "stderr.log") or "no output"
-        return JobStatus("failed", (f"exit code {code}: " if code is not None else "") + tail)
+        last = tail(self.dir / "stderr.log") or "no output"
+        return JobStatus("failed", (f"exit code {code}: " if code is not None else "") + last)
 
     def progress(self) -> list[dict]:
         from ..progress import read_progress
