@@ -74,7 +74,9 @@ st.html("""<style>
       }, 50);
   }, true);
   addEventListener("resize", () => setTimeout(window.altSidebarFit, 100));
+  // childList too: the sidebar is drawn only once st.navigation has run, after the engine's import
   new MutationObserver(() => window.altSidebarFit()).observe(document.body, {attributes: true, subtree: true,
+                                                                             childList: true,
                                                                              attributeFilter: ["data-collapsed"]});
   window.altSidebarFit();
 })();
