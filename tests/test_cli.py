@@ -116,6 +116,25 @@ def test_the_conversion_benchmark_refuses_an_unknown_case(tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+def test_the_training_benchmark_refuses_an_unknown_model_and_runs_the_chosen_ones(monkeypatch, tmp_path, capsys):
+    from workbench.bench import training as trainbench
+
+    assert cli.main(["bench", "--suite", "training", "--only", "resnet", "--out", str(tmp_path)]) == 2
+    assert "no model 'resnet'" in capsys.readouterr().err
+    ran = []
+
+    def fake(names, out_dir, target, on_step=lambda msg: None):
+        ran.append(tuple(names))
+        (out_dir / "training.md").write_text("| model | ours |\n")
+        return [{"model": n, "verified": n != "capsnet"} for n in names]
+
+    monkeypatch.setattr(trainbench, "run_training_bench", fake)
+    assert cli.main(["bench", "--suite", "training", "--only", "lltm", "--out", str(tmp_path)]) == 0
+    assert ran == [("lltm",)] and "| model | ours |" in capsys.readouterr().out
+    assert cli.main(["bench", "--suite", "training", "--out", str(tmp_path)]) == 1  # capsnet did not verify
+    assert ran[-1] == ("lltm", "capsnet")
+
+
 def test_a_mismatch_exits_with_1(monkeypatch, tmp_path, capsys):
     from workbench.engine.session import artifacts as replay
 

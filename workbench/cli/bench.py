@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a suite of single operators (JSON), 'conversions': layout conversions beyond the "
                         "last-level cache against a copy, or 'networks': ResNet-18, MobileNet-V2 and a BERT "
                         "encoder layer end to end against OpenVINO, ONNX Runtime, torch.compile, PyTorch and TVM's "
-                        "Relax pipeline (untuned and MetaSchedule)")
+                        "Relax pipeline (untuned and MetaSchedule), or 'training': a training step (forward, backward, "
+                        "SGD update) of the expression-op examples against PyTorch eager and torch.compile")
     b.add_argument("--budget", type=int, default=64,
                    help="measurements per tuner per workload; 0: no tuning, the expert schedules alone against "
                         "PyTorch and NumPy")
@@ -53,6 +54,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
         return _bench_networks(a)
     if a.suite == "conversions":
         return _bench_conversions(a)
+    if a.suite == "training":
+        return _bench_training(a)
     suite = bench.load_suite(a.suite)
     if a.only:
         names = set(a.only.split(","))
@@ -115,6 +118,20 @@ def _bench_conversions(a: argparse.Namespace) -> int:
                                           on_step=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
     bar.close()
     print((out / "conversions.md").read_text())
+    return 0 if all(r["verified"] for r in rows) else 1
+
+
+def _bench_training(a: argparse.Namespace) -> int:
+    """``bench --suite training``: a training step of the expression-op examples (``bench.training``)."""
+    from workbench.bench import training as trainbench
+
+    names = _chosen(a.only, trainbench.EXAMPLE_NAMES, "--only", "model")
+    out = Path(a.out)
+    bar = tqdm(total=2 * len(names), desc="bench training", file=sys.stderr)
+    rows = trainbench.run_training_bench(names, out, parse_target(a.target) or dict(DEFAULT_TARGET),
+                                         on_step=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
+    bar.close()
+    print((out / "training.md").read_text())
     return 0 if all(r["verified"] for r in rows) else 1
 
 
