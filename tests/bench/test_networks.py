@@ -58,6 +58,31 @@ def test_streaming_rates_the_matmul_kernels_weights_against_the_copy_ceiling(tmp
     assert got["best_engine_step_pct_of_bandwidth"] is None
 
 
+def test_the_by_op_match_sees_the_fused_attention_as_one_compute_op(tmp_path):
+    """The decode layer's ONNX form has nine matrix products, ours seven GMMs and one attention
+    op: with the view, the scores' product heads the attention's segment, the context's joins it,
+    and every ONNX node maps."""
+    from workbench.bench.network_contenders import onnx_export
+    from workbench.bench.networks import fused_attention_view
+    from workbench.engine.measure.byop import match_ops
+    from workbench.engine.measure.engines import onnx_nodes
+    from workbench.engine.models import networks, zoo
+
+    module, example = networks.llama_layer_decode(**TINY_DECODE)
+    onnx_export(module, network_inputs(example), tmp_path / "m.onnx")
+    nodes = onnx_nodes(tmp_path / "m.onnx")
+    ours = [(n.name, n.type) for n in zoo.load("llama_layer_decode", **TINY_DECODE).nodes]
+    assert match_ops(nodes, ours).unmapped  # as they are, the compute ops do not pair up
+    ours_view, view = fused_attention_view(ours, nodes)
+    match = match_ops(view, ours_view)
+    assert not match.unmapped
+    by_type = [(n.op_type, match.onnx_to_ours[n.name]) for n in view if n.op_type.startswith("MatMul")]
+    assert by_type == [("MatMul", "dense1"), ("MatMul", "dense2"), ("MatMul", "dense3"), ("MatMul", "attention1"),
+                       ("MatMul (attention context)", "attention1"), ("MatMul", "dense4"), ("MatMul", "dense5"),
+                       ("MatMul", "dense6"), ("MatMul", "dense7")]
+    assert fused_attention_view(ours[:3], nodes) == (ours[:3], nodes)  # no attention op: as they were
+
+
 @pytest.mark.tuning
 @pytest.mark.slow  # 2-5 minutes on 2 shared cores: a tuning, torch.compile and OpenVINO's compile
 def test_the_network_benchmark_runs_a_decode_step_with_its_cache_through_every_contender(tmp_path):
@@ -82,3 +107,7 @@ def test_the_network_benchmark_runs_a_decode_step_with_its_cache_through_every_c
         kernels = list(csv.DictReader(f))
     assert any("dense5" in k["ops"] for k in kernels)
     assert (tmp_path / "networks.md").read_text().count("| llama_layer_decode | 12 |") == 1
+    with (tmp_path / "llama_layer_decode_by_op.csv").open() as f:  # ours beside the engines, op by op
+        by_op = {r["op"]: r for r in csv.DictReader(f)}
+    assert set(by_op) == {*(f"dense{i}" for i in range(1, 8)), "attention1", "unmapped"}
+    assert by_op["attention1"]["type"] == "matmul (attention)" and float(by_op["attention1"]["onnxruntime_ms"]) > 0

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from workbench.engine.measure.byop import EngineProfile
 
 __all__ = ["CONTENDERS", "ENGINES", "KERNEL_COLUMNS", "NETWORK_COLUMNS", "NETWORK_NAMES", "best_engine",
-           "ours_peak_mb", "run_network_bench", "write_by_op", "write_kernel_times", "write_network_results"]
+           "fused_attention_view", "ours_peak_mb", "run_network_bench", "write_by_op", "write_kernel_times",
+           "write_network_results"]
 
 NETWORK_NAMES = ("resnet18", "mobilenet_v2", "bert_layer", "llama_layer_prefill", "llama_layer_decode")
 NETWORK_COLUMNS = ("network", "budget", "ours_vs_best_engine", "best_engine", "best_engine_ms", "ours_ms",
@@ -254,8 +255,9 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
         try:
             profiles = engines.in_fresh_process(engines.profiles, onnx_path, xs, threads)
             missing.update({f"{k} profile": p["error"] for k, p in profiles.items() if "error" in p})
-            write_by_op(out_dir / f"{name}{tag}_by_op.csv", [(n.name, n.type) for n in _graph(name, opts).nodes],
-                        kernels_csv, engines.onnx_nodes(onnx_path),
+            write_by_op(out_dir / f"{name}{tag}_by_op.csv",
+                        *fused_attention_view([(n.name, n.type) for n in _graph(name, opts).nodes],
+                                              engines.onnx_nodes(onnx_path)), kernels_csv,
                         {k: (p["times"], p["to_onnx"]) for k, p in profiles.items() if "error" not in p})
         except Exception as e:  # noqa: BLE001 - the by-op table is named missing, the row stays
             missing["by-op table"] = _failure(e)
@@ -289,7 +291,27 @@ def best_engine(medians: Mapping[str, float | None]) -> dict[str, Any]:
 BY_OP_UNMAPPED = "unmapped"
 
 
-def write_by_op(path: Path, ours: list[tuple[str, str]], kernels_csv: Path, onnx_nodes: list,
+def fused_attention_view(ours: list[tuple[str, str]], onnx_nodes: list) -> tuple[list[tuple[str, str]], list]:
+    """Our ops and the ONNX nodes as the by-op match should see them where ours has a fused
+    attention op (a decoder layer): its ONNX form holds two matrix products with no weight, the
+    scores and the context; the scores' heads a segment, matched to our attention op (typed
+    ``matmul (attention)`` so that it heads one too), the context's counts in that segment.
+    Without an attention op both lists are returned as they are."""
+    from dataclasses import replace
+
+    if not any(t == "attention" for _, t in ours):
+        return ours, onnx_nodes
+    produced = {o for n in onnx_nodes for o in n.outputs}
+    seen, view = 0, []
+    for n in onnx_nodes:
+        if n.op_type == "MatMul" and all(i in produced for i in n.inputs):  # no weight: inside attention
+            seen += 1
+            n = n if seen % 2 else replace(n, op_type="MatMul (attention context)")
+        view.append(n)
+    return [(name, "matmul (attention)" if t == "attention" else t) for name, t in ours], view
+
+
+def write_by_op(path: Path, ours: list[tuple[str, str]], onnx_nodes: list, kernels_csv: Path,
                 engine_profiles: Mapping[str, "EngineProfile"]) -> list[dict]:
     """``NAME_by_op.csv``: ours kernel by kernel (``kernels_csv``, ``write_kernel_times``' table)
     beside each engine's own per-node times, one row per segment of our graph
