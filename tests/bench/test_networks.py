@@ -35,7 +35,7 @@ def test_inputs_are_seeded_per_input_and_errors_are_the_worst_output():
 
 
 def test_streaming_rates_the_matmul_kernels_weights_against_the_copy_ceiling(tmp_path, monkeypatch):
-    from workbench.engine.measure import ceilings
+    from workbench.engine.measure import memory
     from workbench.engine.models import zoo
 
     graph = zoo.load("llama_layer_decode", **TINY_DECODE)
@@ -48,7 +48,7 @@ def test_streaming_rates_the_matmul_kernels_weights_against_the_copy_ceiling(tmp
         wr.writerows([{"kernel": "dense1", "ms": "0.002", "ops": "dense1"},
                       {"kernel": "rms1", "ms": "0.5", "ops": "rms1"},  # no weight streamed: left out
                       {"kernel": "dense5", "ms": "0.006", "ops": "dense5 dense6 silu_mul1"}])
-    monkeypatch.setattr(ceilings, "copy_bandwidth", lambda target: 10.0)
+    monkeypatch.setattr(memory, "stream_gbs", lambda target, elems: (10.0, 12.0))  # copy, triad
     got = weight_streaming(graph, path, {"kind": "llvm"}, {"ours_ms": 0.1, "best_engine_ms": None})
     weights = 64 * 64 * 4 + 2 * 64 * 96 * 4
     assert got["copy_gbs"] == 10.0 and got["weight_kernels_ms"] == pytest.approx(0.008)
