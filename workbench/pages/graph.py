@@ -7,9 +7,10 @@ import json
 import pandas as pd
 import streamlit as st
 
-from workbench.engine.session.graph_panel import op_details, op_modules
+from workbench.engine.session.graph_panel import backward_ops, op_details, op_modules
 from workbench.engine.base.words import plural
 from workbench.app import messages as _messages, state as _state
+from workbench.app.backward_view import backward_toggle, expression_lines
 from workbench.app.expr_form import expr_form
 from workbench.app.network_view import network_time_section
 from workbench.viz.blocks import MANY_OPS, find_blocks
@@ -35,6 +36,7 @@ ops = [n.name for n in graph.nodes]
 fused = [k.name for k in plan.kernels if len(k.ops) + len(k.fused) > 1]
 found = find_blocks(display_graph(graph, plan))  # once per run: the figure takes them too
 blocks = [b.name for b in found]
+backward = backward_ops(graph)  # the ops a backward pass added: shown behind a toggle
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -67,10 +69,10 @@ def _clicked() -> None:
         st.session_state[UNFOLDED] = [*st.session_state.get(UNFOLDED, []), picked]
 
 
-def view_controls() -> tuple[str, str | None, bool, bool, list[str], bool]:
+def view_controls() -> tuple[str, str | None, bool, bool, list[str], bool, bool]:
     """The toolbar: the search query and the match to show (the selected op too), whether kernels
-    and repeated blocks are drawn collapsed, the kernels and blocks expanded all the same, and
-    whether the whole graph is fitted to the chart."""
+    and repeated blocks are drawn collapsed, the kernels and blocks expanded all the same, whether
+    the whole graph is fitted to the chart, and whether a backward pass's ops are drawn."""
     with st.container(horizontal=True, vertical_alignment="bottom"):
         query = st.text_input("Find op", key="graph_search", placeholder="part of an op name", width=220)
         matches = matching_ops(ops, query)
@@ -101,7 +103,8 @@ def view_controls() -> tuple[str, str | None, bool, bool, list[str], bool]:
                              "columns (an edge that leaves a column's bottom goes on at the next one's top), with the "
                              "names and labels there is room for (hover an op or an edge for the rest); off, every "
                              "label shows at full size.")
-    return query, match, collapse, fold, expanded, fit
+        show_backward = backward_toggle(backward, graph.name)
+    return query, match, collapse, fold, expanded, fit, show_backward
 
 
 def op_panel(op: str) -> None:
@@ -110,6 +113,7 @@ def op_panel(op: str) -> None:
     st.markdown(f"#### {d.name}\n{d.label} (`{d.type}`, {d.kind})" + (f", kernel **{d.kernel}**" if d.kernel else ""))
     if op in modules:
         st.caption(f"module `{modules[op]}` of the network")
+    expression_lines(d)
     if d.attrs:
         st.dataframe(pd.DataFrame(d.attrs, columns=["attribute", "value"]), hide_index=True, key="op_attrs")
     for t in d.tensors:
@@ -118,10 +122,10 @@ def op_panel(op: str) -> None:
                     f"[{t.layout}] stored {'x'.join(map(str, t.stored))}")
 
 
-query, match, collapse, fold, expanded, fit = view_controls()
+query, match, collapse, fold, expanded, fit, show_backward = view_controls()
 figure = graph_figure(graph, plan, changed=changed, selected=_state.selected(), search=query, focus=match,
                       collapse=collapse, expanded=expanded, collapse_blocks=fold, found=found, fit=FIT if fit else None,
-                      block_names=block_names)
+                      block_names=block_names, backward=backward, show_backward=show_backward)
 # the chart as wide as the drawing at its scale (one pixel per unit, or fitted: the figure keeps text
 # that size and leaves out what has no room at this width); the side panel beside it when the page
 # is wide enough, else below it

@@ -4,7 +4,8 @@ Nodes are the graph inputs, the ops, the conversions and the graph outputs, each
 (its colour), its text and its hover; every edge carries its tensor, the buffer it reads and
 that buffer's stored layout. Fused kernels can be contracted into one node each
 (``collapse_kernels``; repeated blocks: ``blocks.collapse_blocks``), and a collapsed block takes
-the name of the module it was written as (``block_labels``), when the model says.
+the name of the module it was written as (``block_labels``), when the model says. The ops of a
+backward pass can be marked, or left out with what only they use (``backward_view``).
 
 Input: an engine ``Graph`` and the ``Plan`` of ``propagate.plan_layouts``, duck-typed (no TVM here).
 """
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # engine types, for readers only
     from workbench.engine.layout.propagate import Plan
 
 __all__ = ["KIND_COLOURS", "SYMBOLS", "DIAMONDS", "display_graph", "collapse_kernels", "matching_ops", "node_text",
-           "edge_text", "kernel_title", "block_labels", "label_blocks"]
+           "edge_text", "kernel_title", "block_labels", "label_blocks", "backward_view"]
 
 KIND_COLOURS = {"complex": "#1f77b4", "elementwise": "#2ca02c", "other": "#7f7f7f", "opaque": "#8c564b",
                 "conversion": "#d62728", "fused conversion": "#ff9896", "input": "#bcbd22", "output": "#17becf",
@@ -105,6 +106,26 @@ def collapse_kernels(g: nx.DiGraph, keep: Collection[str] = ()) -> nx.DiGraph:
                              "hover": f"<b>kernel {k}</b><br>" + "<br>".join(g.nodes[o]["label"] for o in ops)}
              for k, ops in shut.items()}
     return blocks.contract(g, into, nodes)
+
+
+def backward_view(g: nx.DiGraph, ops: Collection[str], show: bool = True) -> nx.DiGraph:
+    """``g`` with the backward pass's ``ops`` marked (node attribute ``backward``), and with what
+    only they use: an input only they read (``grad_<output>``), a conversion only they read, a
+    graph output one of them writes. ``show`` False leaves all of these out: the forward graph."""
+    back = {n for n in ops if n in g}
+    for n in reversed(list(nx.topological_sort(g))):  # a conversion after the ops it feeds
+        kind = g.nodes[n]["kind"]
+        if (kind == "input" or kind in DIAMONDS) and g.out_degree(n) and all(m in back for m in g.successors(n)):
+            back.add(n)
+        elif kind == "output" and any(m in back for m in g.predecessors(n)):
+            back.add(n)
+    if not show:
+        return g.subgraph([n for n in g if n not in back]).copy()
+    for n in back:
+        d = g.nodes[n]
+        d["backward"] = True
+        d["hover"] += "<br><i>backward pass</i>"
+    return g
 
 
 def matching_ops(names: Iterable[str], query: str) -> list[str]:

@@ -7,7 +7,8 @@ shape and stored layout. The pipeline: ``drawn.display_graph`` (data), ``geometr
 room), then ``graph_figure`` (traces). Its names stay importable from here.
 
 ``changed``, ``selected`` and ``search`` highlight tensors and ops; fused kernels and repeated
-blocks can each be drawn as one node. ``graph_figure(..., fit=(width, height))`` draws the whole
+blocks can each be drawn as one node; a backward pass's ops are drawn with a dashed outline, or
+left out (``backward``, ``show_backward``). ``graph_figure(..., fit=(width, height))`` draws the whole
 graph scaled into a chart of that size, folded into side-by-side columns when that shows it
 larger, with only the labels that have room (Plotly keeps text at its pixel size whatever the
 zoom); hover text keeps everything.
@@ -23,8 +24,8 @@ import networkx as nx
 import plotly.graph_objects as go
 
 from workbench.viz import blocks
-from workbench.viz.drawn import (DIAMONDS, KIND_COLOURS, SYMBOLS, collapse_kernels, display_graph, kernel_title,
-                                 label_blocks, matching_ops)
+from workbench.viz.drawn import (DIAMONDS, KIND_COLOURS, SYMBOLS, backward_view, collapse_kernels, display_graph,
+                                 kernel_title, label_blocks, matching_ops)
 from workbench.viz.fold import fold_geometry
 from workbench.viz.geometry import (DIAMOND, EDGE_FONT, FONT, MARGIN, NODE_FONT, Box, GraphGeometry, graph_geometry,
                                     text_size)
@@ -41,6 +42,7 @@ HOT = "#ff7f0e"        # edges and labels of tensors that took the new layout
 FOUND = "#e6ab02"      # outline of the ops a search matched
 KERNEL_LINE = "rgba(31,119,180,0.55)"
 KERNEL_FILL = "rgba(31,119,180,0.06)"
+BACKWARD = "backward op"  # the legend entry of a backward pass's dashed boxes
 
 ########## The figure ##########
 
@@ -59,7 +61,8 @@ def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), se
                  height: int | None = None, search: str = "", focus: str | None = None, collapse: bool = False,
                  expanded: Collection[str] = (), collapse_blocks: bool = False,
                  found: Sequence["blocks.Block"] | None = None, fit: tuple[int, int] | None = None,
-                 block_names: Mapping[str, str] | None = None) -> go.Figure:
+                 block_names: Mapping[str, str] | None = None, backward: Collection[str] = (),
+                 show_backward: bool = True) -> go.Figure:
     """The figure. Node ``customdata`` is the node name (for click selection); every edge label
     is a layout annotation; the edge traces carry ``customdata`` ``"a→b"`` on each point of the
     edge's polyline. ``collapse`` draws each fused kernel, ``collapse_blocks`` each repeated block
@@ -69,8 +72,14 @@ def graph_figure(graph: "Graph", plan: "Plan", changed: Collection[str] = (), se
     the blocks ``find_blocks`` gave for this graph, when the caller has them already. ``fit``: a
     chart's (width, height) in pixels: the whole graph scaled down into it (never up), with the
     labels that have room at that scale (see the module docstring). ``block_names``: a collapsed
-    block's name to show (``drawn.block_labels``: the module it was written as)."""
+    block's name to show (``drawn.block_labels``: the module it was written as). ``backward``: the
+    ops of a backward pass, drawn dashed (their names in the dashed trace's ``meta``), or left out
+    when not ``show_backward`` (``drawn.backward_view``)."""
     g = display_graph(graph, plan)
+    if backward:
+        g = backward_view(g, backward, show_backward)
+        if found is not None:  # found on the whole graph: a block with an op left out is no longer one
+            found = [b for b in found if all(op in g for op in b.ops)]
     if collapse_blocks:  # first: blocks are found on the ops, and a collapsed block takes its kernels with it
         g = label_blocks(blocks.collapse_blocks(g, blocks.find_blocks(g) if found is None else found, expanded),
                          block_names or {})
@@ -197,15 +206,25 @@ def _kernel_fills(geo: GraphGeometry) -> list[dict]:
 
 
 def _node_boxes(g: nx.DiGraph, geo: GraphGeometry) -> list[dict]:
-    """A filled box per node, one trace per kind (its legend entry); diamonds are markers."""
-    out = []
+    """A filled box per node, one trace per kind (its legend entry), and one per kind of a
+    backward pass's nodes, dashed (one legend entry for them all); diamonds are markers."""
+    out, dashed = [], []
     for kind, colour in KIND_COLOURS.items():
-        nodes = [n for n, d in g.nodes(data=True) if d["kind"] == kind and kind not in DIAMONDS]
-        if nodes:
+        for back in (False, True):
+            nodes = [n for n, d in g.nodes(data=True) if d["kind"] == kind and kind not in DIAMONDS
+                     and d.get("backward", False) == back]
+            if not nodes:
+                continue
             xs, ys = _polygons(geo.boxes[n] for n in nodes)
-            out.append(_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=_tint(colour, 0.18), name=kind,
-                                  legendgroup=kind, line={"color": colour, "width": 1.5}, hoverinfo="skip"))
-    return out
+            box = _scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=_tint(colour, 0.18), name=kind,
+                           legendgroup=kind, line={"color": colour, "width": 1.5}, hoverinfo="skip")
+            if back:
+                box |= {"name": BACKWARD, "legendgroup": BACKWARD, "showlegend": not dashed, "meta": nodes,
+                        "fillcolor": _tint(colour, 0.07), "line": {"color": colour, "width": 1.5, "dash": "dash"}}
+                dashed.append(box)
+            else:
+                out.append(box)
+    return out + dashed
 
 
 def _edge_traces(g: nx.DiGraph, geo: GraphGeometry, changed: Collection[str], scale: float = 1.0) -> list[dict]:
