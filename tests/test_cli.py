@@ -183,7 +183,7 @@ def test_tune_joint_writes_a_session_that_replays_to_the_tuned_kernels(tmp_path)
 
 @pytest.mark.slow
 def test_import_writes_a_session_that_replays_and_refuses_a_changed_file(tmp_path):
-    from tests.engine.test_import import _onnx
+    from tests.engine.models.frontend.test_import import _onnx
 
     model = tmp_path / "tiny.onnx"
     model.write_bytes(_onnx())
@@ -221,7 +221,7 @@ def test_import_of_a_factory_exports_it_beside_the_session(tmp_path):
 
 
 def test_every_bad_model_is_refused_with_status_2_in_one_line(tmp_path, capsys):
-    from tests.engine.test_import import bad_models
+    from tests.engine.models.frontend.test_import import bad_models
 
     for name, (args, fragment) in bad_models(tmp_path).items():
         out = tmp_path / f"{name}.json"

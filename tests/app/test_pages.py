@@ -495,7 +495,7 @@ def _upload(monkeypatch, name: str, data: bytes) -> None:
 
 
 def test_an_uploaded_onnx_model_opens_as_a_new_session_pinned_to_its_file(at, monkeypatch):
-    from tests.engine.test_import import _onnx
+    from tests.engine.models.frontend.test_import import _onnx
     from workbench.app import state as _state
 
     before = session(at).to_json()

@@ -129,7 +129,7 @@ def test_a_reload_restores_the_last_tuning_run_with_its_curves_and_it_can_be_app
 
 def test_the_session_name_field_follows_the_open_session(at, monkeypatch):
     from tests.app.test_pages import _upload
-    from tests.engine.test_import import _onnx
+    from tests.engine.models.frontend.test_import import _onnx
 
     save_as(at, "first")
     home(at).selectbox(key="model_pick").set_value("gmm").run()

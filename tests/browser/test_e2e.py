@@ -299,7 +299,7 @@ def test_an_uploaded_onnx_network_opens_on_the_graph_page(server, tmp_path):
     session's graph is drawn with the imported ops, and the sidebar names the file."""
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.engine.test_import import write_model
+    from tests.engine.models.frontend.test_import import write_model
 
     path, _, _ = write_model(tmp_path, "Convs", "onnx_legacy")
     with sync_playwright() as p:

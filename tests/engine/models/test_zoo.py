@@ -126,7 +126,7 @@ def test_every_builder_parameter_has_a_declared_schema():
 
 
 def test_network_options_are_checked_before_anything_is_imported(monkeypatch):
-    """The networks (tests/engine/test_import.py checks them against PyTorch) share the schema."""
+    """The networks (tests/engine/models/frontend/test_import.py checks them against PyTorch) share the schema."""
     monkeypatch.setattr(zoo, "_imported", lambda *a, **k: pytest.fail("imported a refused model"))
     assert not set(zoo.NETWORKS) & set(zoo.MODELS)
     with pytest.raises(GraphError, match=r'model option "batch" of resnet18 must be in \[1, 64\], got 0'):

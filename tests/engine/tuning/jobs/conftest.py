@@ -13,9 +13,10 @@ def queue(tmp_path) -> JobQueue:
 
 @pytest.fixture
 def replays(monkeypatch) -> list[str]:
-    """The sessions replayed from here on (their keys), counted at ``session.replay``."""
-    from workbench.engine.session import session as session_module
+    """The sessions replayed from here on (their keys), counted at ``State.of`` (where every
+    ``replay`` starts): a module that imported ``replay`` by name is counted too."""
+    from workbench.engine.session.session import State
 
-    real, seen = session_module.replay, []
-    monkeypatch.setattr(session_module, "replay", lambda s: seen.append(s.key()) or real(s))
+    real, seen = State.of, []
+    monkeypatch.setattr(State, "of", staticmethod(lambda s: seen.append(s.key()) or real(s)))
     return seen

@@ -11,7 +11,7 @@ from workbench.engine.base.errors import TuneError
 from workbench.engine.build.targets import DEFAULT_TARGET as TARGET
 from workbench.engine.session.session import new_session
 from workbench.engine.tuning.jobs.handle import Job, start_job
-from workbench.engine.tuning.jobs.spec import baselines_job_spec, job_spec
+from workbench.engine.tuning.jobs.spec import baselines_job_spec, job_spec, session_job_spec
 from workbench.engine.tuning.jobs.worker import run_job
 from workbench.engine.tuning.options import TuneOptions
 
@@ -93,3 +93,23 @@ def test_a_baselines_job_replays_the_start_and_the_result_once_each(tmp_path, re
     ((a, b),) = timed
     assert (a.session.key(), b.session.key()) == (start.key(), tuned.session.key())
     assert json.loads((job.dir / "baselines" / "result.json").read_text())["baselines"] == []
+
+
+def test_a_session_job_with_baselines_replays_its_session_once(tmp_path, replays, monkeypatch):
+    """The tuning's own replay of the start serves the baselines too: they time the states it
+    ended with, not new replays of the start and of the result."""
+    from workbench.engine.tuning.jobs import baselines
+
+    start = new_session("gmm", m=64, n=64, k=64)
+    (tmp_path / "job").mkdir()
+    spec = session_job_spec(start, "loop", 2, TuneOptions(keep_faster=False), baselines=True)
+    (tmp_path / "job" / "spec.json").write_text(json.dumps(spec))
+    timed = []
+    monkeypatch.setattr(baselines, "measure_baselines", lambda a, b: timed.append((a, b)) or [])
+    replays.clear()
+    run_job(tmp_path / "job")
+    assert replays == [start.key()]
+    result = json.loads((tmp_path / "job" / "result.json").read_text())
+    ((a, b),) = timed
+    assert a.session.key() == start.key() and json.loads(json.dumps(b.session.to_json())) == result["session"]
+    assert result["baselines"] == [] and b.schedule("gmm").kind == "tuned"
