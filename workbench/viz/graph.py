@@ -219,11 +219,14 @@ def _node_boxes(g: nx.DiGraph, geo: GraphGeometry) -> list[dict]:
             box = _scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=_tint(colour, 0.18), name=kind,
                            legendgroup=kind, line={"color": colour, "width": 1.5}, hoverinfo="skip")
             if back:
-                box |= {"name": BACKWARD, "legendgroup": BACKWARD, "showlegend": not dashed, "meta": nodes,
+                box |= {"name": BACKWARD, "legendgroup": BACKWARD, "showlegend": False, "meta": nodes,
                         "fillcolor": _tint(colour, 0.07), "line": {"color": colour, "width": 1.5, "dash": "dash"}}
                 dashed.append(box)
             else:
                 out.append(box)
+    if dashed:  # the legend's entry in no kind's colour: the dash is what tells them apart
+        dashed.insert(0, _scatter(x=[None], y=[None], mode="lines", name=BACKWARD, legendgroup=BACKWARD, meta=[],
+                                  line={"color": "#555", "width": 1.5, "dash": "dash"}, hoverinfo="skip"))
     return out + dashed
 
 
