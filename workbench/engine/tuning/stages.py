@@ -138,13 +138,17 @@ def _take_twin(state: State, res: JointResult, twin: str) -> State:
 class NetworkTuning:
     """What ``tune_network`` gives: the tuned session (the kept network's), which network was kept
     (``tuned``, ``expert``, ``start`` or a seed's label) and each compared network's median ms, the
-    kernels settled after the joint stage, and the check of each tuned kernel against its tuning."""
+    kernels settled after the joint stage, and the check of each tuned kernel against its tuning.
+    ``start`` and ``state`` are the starting and the kept states, so that what follows the tuning
+    (a job timing its baselines) replays neither session again."""
 
     session: Session
     kept: str = "tuned"
     network_ms: Mapping[str, float] = field(default_factory=dict)
     settled: tuple[str, ...] = ()
     checks: tuple[KernelCheck, ...] = ()
+    start: State | None = field(default=None, repr=False, compare=False)
+    state: State | None = field(default=None, repr=False, compare=False)
 
     def slow(self) -> list[KernelCheck]:
         return slow_kernels(list(self.checks))
@@ -227,7 +231,7 @@ def tune_network(session: Session, stage: str, budget: int, work_dir: Path, opti
     checks = check_state(state)
     for c in slow_kernels(checks):
         warnings.warn(c.text(), TuneWarning, stacklevel=2)
-    return NetworkTuning(state.session, kept, times, tuple(settled), tuple(checks))
+    return NetworkTuning(state.session, kept, times, tuple(settled), tuple(checks), start=start, state=state)
 
 
 def _expert_network(state: State) -> State:

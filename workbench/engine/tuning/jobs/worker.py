@@ -50,14 +50,13 @@ def run_job(job_dir: Path) -> dict[str, TuneResult]:
                               joint_fraction=float(spec.get("joint_fraction", 0.3)),
                               search=spec.get("search", "model"), seed=_seed(spec.get("seed", 0)),
                               keep_faster=bool(spec.get("keep_faster", True)))
-        start = session_from_spec(spec)
-        tuned = tune_network(start, spec["stage"], int(spec["budget"]), job_dir / "work", options)
+        tuned = tune_network(session_from_spec(spec), spec["stage"], int(spec["budget"]), job_dir / "work", options)
         result = {"session": tuned.session.to_json(), "network": tuned.to_json(), "finished": time.time()}
         write_json(job_dir / "result.json", result)  # the result first: timing its baselines may fail
         if spec.get("baselines", False):
             from .baselines import report_json
 
-            write_json(job_dir / "result.json", {**result, **report_json(start, tuned.session)})
+            write_json(job_dir / "result.json", {**result, **report_json(tuned.start, tuned.state)})
         return {}
     if spec.get("kind") == "baselines":
         from .baselines import report_json
