@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="joint tuner vs MetaSchedule vs PyTorch on single operators")
     b.add_argument("--suite", default="benchmarks/suite.json",
                    help="a suite of single operators (JSON), 'conversions': layout conversions beyond the "
-                        "last-level cache against a copy, or 'networks': ResNet-18, MobileNet-V2 and a BERT "
-                        "encoder layer end to end against OpenVINO, ONNX Runtime, torch.compile, PyTorch and TVM's "
+                        "last-level cache against a copy, or 'networks': ResNet-18, MobileNet-V2, a BERT "
+                        "encoder layer and a Llama decoder layer (prefill, decode) end to end against OpenVINO, ONNX Runtime, torch.compile, PyTorch and TVM's "
                         "Relax pipeline (untuned and MetaSchedule), or 'training': a training step (forward, backward, "
                         "SGD update) of the expression-op examples against PyTorch eager and torch.compile")
     b.add_argument("--budget", type=int, default=64,
