@@ -8,7 +8,7 @@ from collections import Counter
 import networkx as nx
 import pytest
 
-from tests.viz.test_figures import residual_chain
+from tests.viz.test_graph import residual_chain
 from workbench.engine.models import zoo
 from workbench.engine.layout.book import LayoutBook
 from workbench.engine.ir.graph import GraphBuilder

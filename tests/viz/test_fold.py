@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.viz.test_figures import _fit_scale, residual_chain
+from tests.viz.test_graph import _fit_scale, residual_chain
 from workbench.engine.layout.book import LayoutBook
 from workbench.engine.layout.propagate import plan_layouts
 from workbench.viz.fold import COLUMN_GAP, fold_geometry, folded

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import plotly.graph_objects as go
 import pytest
 
-from tests.viz.test_figures import _plan
+from tests.viz.test_graph import _plan
 from workbench.viz.graph import display_graph, graph_figure, graph_geometry
 from workbench.viz.preview import figure_svg
 

@@ -1,4 +1,7 @@
-"""Figure builders: engine data in, the expected traces and labels out."""
+"""The graph figure (``viz.graph``): every op and tensor drawn, conversions on their edges,
+layouts in the labels, skip connections on their own routes, labels that neither overlap nor
+get clipped, edges around the boxes, large networks readable, fitted to the chart, and collapsed
+kernels and blocks."""
 
 from __future__ import annotations
 
@@ -7,27 +10,18 @@ from collections import defaultdict
 
 import pytest
 
-from workbench.engine.models import zoo
-from workbench.engine.measure.ceilings import Ceilings, Yardstick
-from workbench.engine.layout.book import LayoutBook
 from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.layout.book import LayoutBook
 from workbench.engine.layout.keys import apply_actions, apply_layout
 from workbench.engine.layout.presets import preset_actions
 from workbench.engine.layout.propagate import plan_layouts
+from workbench.engine.models import zoo
 from workbench.viz.blocks import find_blocks
 from workbench.viz.graph import FIT, chart_width, collapse_kernels, display_graph, graph_figure
-from workbench.viz.kernels import latency_bars_figure
-from workbench.viz.roofline import roofline_figure
-from workbench.viz.axes import log_axis
-from workbench.viz.tuning import (best_so_far, candidate_scores, candidates_figure, progress_figure, trial_table,
-                                  tuning_curves_figure)
 
 
 def _labels(fig) -> list[str]:
     return [a.text for a in fig.layout.annotations if a.text]
-
-
-########## Graph ##########
 
 
 def _plan(model: str, preset: tuple[str, str] | None = None):
@@ -121,6 +115,8 @@ def _segments(path):
 
 #: each model's skip connections (graph input or block output -> the add that closes the block)
 SKIPS = {"r18_block": ["data→add"], "mv2_block": ["data→add"], "bert_tiny_layer": ["data→add1", "ln1→add2"]}
+
+
 CASES = [("r18_block", None), ("r18_block", ("alt_tiled", "conv2")), ("mv2_block", None),
          ("mv2_block", ("alt_tiled", "project")), ("bert_tiny_layer", None), ("bert_tiny_layer", ("nkn", "out"))]
 
@@ -362,132 +358,6 @@ def test_a_150_op_network_is_fitted_with_every_point_in_view_and_its_match_named
     assert all(x0 < x < x1 and y0 < y < y1 for x, y in _drawn_points(fig))
     texts = next(tr.text for tr in fig.data if tr.mode == "text")
     assert any(t.split("<br>")[0] == "<b>add20</b>" for t in texts)  # the match shows its name
-
-
-def test_best_so_far_and_curves():
-    rows = [{"task": "a", "stage": "joint", "layout": "L1", "latency_ms": 5.0},
-            {"task": "a", "stage": "joint", "layout": "L1", "latency_ms": None, "error": "boom"},
-            {"task": "a", "stage": "joint", "layout": "L2", "latency_ms": 3.0},
-            {"task": "a", "stage": "loop", "layout": "L2", "latency_ms": 4.0},
-            {"task": "b", "stage": "loop", "layout": None, "latency_ms": 1.0}]
-    assert best_so_far(rows) == [5.0, 5.0, 3.0, 3.0, 1.0]
-    fig = progress_figure(rows)
-    best = {tr.name: list(tr.y) for tr in fig.data if tr.name.endswith(": best")}
-    assert best == {"a: best": [5.0, 5.0, 3.0, 3.0], "b: best": [1.0]}
-    assert fig.layout.yaxis.type == "log"
-    scores = candidate_scores(rows)
-    assert [(c["layout"], c["score_ms"], c["measurements"], c["errors"]) for c in scores] == [
-        ("L1", 5.0, 2, 1), ("L2", 3.0, 1, 0)]
-    bars = candidates_figure(rows).data[0]
-    assert list(bars.x) == ["L1", "L2"] and list(bars.y) == [5.0, 3.0]
-    two = tuning_curves_figure({"metaschedule": rows[:2], "joint": rows[2:4]})
-    assert {tr.legendgroup for tr in two.data} == {"metaschedule", "joint"}
-
-
-def test_latency_bars_group_variants_by_kernel():
-    fig = latency_bars_figure({"v1": {"pad": 1.0, "conv": 9.0}, "v2": {"pad": 1.5, "conv": 4.0}})
-    assert [tr.name for tr in fig.data] == ["v1", "v2"]
-    assert list(fig.data[1].y) == [1.5, 4.0] and fig.layout.barmode == "group"
-    assert fig.data[0].error_y.array is None  # no spread given: no error bars
-
-
-def test_latency_bars_draw_each_kernels_min_to_max():
-    fig = latency_bars_figure({"v1": {"pad": 1.0, "conv": 9.0}},
-                              spreads={"v1": {"pad": [0.9, 1.2, 5], "conv": [8.5, 9.1, 5]}})
-    err = fig.data[0].error_y
-    assert list(err.array) == pytest.approx([0.2, 0.1]) and list(err.arrayminus) == pytest.approx([0.1, 0.5])
-    assert "min %{customdata[0]" in fig.data[0].hovertemplate and fig.data[0].customdata[1][2] == 5
-
-
-def test_roofline_labels_the_library_gemms_as_reference_points():
-    yards = (Yardstick("NumPy", 2048, 80.0, 2), Yardstick("PyTorch", 2048, 169.0, 2))
-    c = Ceilings("cpu", {"kind": "llvm"}, peak_gflops=100.0, copy_gbs=10.0, triad_gbs=12.0, caches={"L1d": 32768},
-                 line_bytes=64, library=yards)
-    fig = roofline_figure([], c)
-    refs = [t for t in fig.data if t.legendgroup == "library"]
-    assert [t.name for t in refs] == ["NumPy GEMM 2048 (library)", "PyTorch GEMM 2048 (library)"]
-    assert [t.text[0] for t in refs] == ["NumPy GEMM 2048", "PyTorch GEMM 2048"] and refs[1].mode == "markers+text"
-    assert refs[1].x[0] == pytest.approx(2048 / 6) and refs[1].y[0] == 169.0
-    assert 10 ** fig.layout.yaxis.range[1] > 169.0  # a library above the measured roof stays in view
-    plain = roofline_figure([], Ceilings(**{**c.to_json(), "library": ()}))
-    assert not [t for t in plain.data if t.legendgroup == "library"]
-
-
-def test_the_program_curve_sums_the_tasks_bests_once_each_has_one():
-    rows = [{"task": "conv", "latency_ms": 4.0}, {"task": "pad", "latency_ms": None, "error": "boom"},
-            {"task": "pad", "latency_ms": 0.5}, {"task": "conv", "latency_ms": 3.0}]
-    fig = progress_figure(rows, tasks=["conv", "pad"])
-    program = next(tr for tr in fig.data if tr.name.startswith("program"))
-    assert list(program.y) == [None, None, 4.5, 3.5] and list(program.x) == [1, 2, 3, 4]
-    assert not any(tr.name.startswith("program") for tr in progress_figure(rows[:1]).data)  # one task: no sum
-
-
-def test_each_tasks_curve_sits_at_the_runs_measurements_like_the_program_curve():
-    """r18_block, loop stage, budget 6: conv1's three trials, then conv2's, each counting its own
-    trials from 1. On the shared axis conv2's points are measurements 4-6, where the program's
-    sum starts (not 1-3, left of conv1's)."""
-    rows = [{"task": "conv1", "stage": "loop", "trial": t, "latency_ms": 3.0 - t / 10} for t in (1, 2, 3)] + [
-        {"task": "conv2", "stage": "loop", "trial": t, "latency_ms": 2.0 - t / 10} for t in (1, 2, 3)]
-    fig = progress_figure(rows, tasks=["conv1", "conv2"])
-    xs = {tr.name: list(tr.x) for tr in fig.data}
-    assert xs["conv1: best"] == xs["conv1: trials"] == [1, 2, 3]
-    assert xs["conv2: best"] == xs["conv2: trials"] == [4, 5, 6]
-    program = next(tr for tr in fig.data if tr.name.startswith("program"))
-    assert list(program.x) == [1, 2, 3, 4, 5, 6] and list(program.y)[:3] == [None] * 3
-    assert list(program.y)[3:] == pytest.approx([2.7 + 1.9, 2.7 + 1.8, 2.7 + 1.7])
-    bad = [{"task": "a", "latency_ms": 1.0}, {"task": "b", "latency_ms": None, "error": "boom"},
-           {"task": "b", "latency_ms": 2.0}]
-    failed = next(tr for tr in progress_figure(bad).data if tr.name == "b: failed")
-    assert list(failed.x) == [2]
-
-
-def test_the_trial_table_numbers_measurements_as_the_curves_do():
-    """The joint stage: each layout candidate's short tuning counts its trials from 1, then the
-    loop stage goes on from the chosen one's: the table numbers rows by the run's measurement,
-    unique, and a point's x on the curves is its row's number."""
-    rows = [{"task": "conv", "stage": "joint", "trial": 1, "layout": "default", "latency_ms": 0.9},
-            {"task": "conv", "stage": "joint", "trial": 1, "layout": "alt_tiled(ot=16)", "latency_ms": 0.7},
-            {"task": "conv", "stage": "loop", "trial": 2, "layout": "alt_tiled(ot=16)", "latency_ms": None},
-            {"task": "conv", "stage": "loop", "trial": 3, "layout": "alt_tiled(ot=16)", "latency_ms": 0.6}]
-    table = trial_table(rows)
-    assert [r["measurement"] for r in table] == [1, 2, 3, 4] and "trial" not in table[0]
-    points = next(tr for tr in progress_figure(rows).data if tr.name == "conv: trials")
-    measured = {r["measurement"]: r["latency ms"] for r in table if r["latency ms"] is not None}
-    assert dict(zip(points.x, points.y)) == measured
-
-
-def test_the_tuning_result_lists_only_tuned_kernels_and_what_applying_adds():
-    """The joint stage on r18_stem: one tuned step (conv, with its layout) and the pad kernel's
-    analytic schedule as loop actions: one tuned kernel, no "nan ms"."""
-    from workbench.engine.base.step import Step
-    from workbench.viz.tuning import result_text, tuned_kernels
-
-    layout = {"kind": "layout", "tensor": "conv", "preset": "alt_tiled", "params": {"ot": 16}}
-    conv = Step.make("tuned", "conv", "tuned", stage="joint+loop", layouts=[layout], trace=[[], []],
-                     latency_ms=0.6276, measurements=6)
-    pad = [Step.make("loop", "pad", p, block="pad") for p in ("reorder", "fuse", "parallel", "vectorize")]
-    text = result_text([conv, *pad])
-    assert text.startswith("1 tuned kernel: conv 0.6276 ms.") and "nan" not in text
-    assert "adds 5 actions: conv's tuned schedule in layout alt_tiled(ot=16); pad's schedule (4 loop actions)." in text
-    twin = Step.make("tuned", "conv2", "tuned", stage="joint+loop (from conv)", trace=[[], []], latency_ms=0.6276,
-                     measurements=0)
-    again = Step.make("tuned", "conv3", "tuned", stage="joint+loop (re-applied)", trace=[[], []], measurements=0)
-    assert tuned_kernels([conv, *pad, twin, again]) == [("conv", 0.6276, None), ("conv2", 0.6276, "conv")]
-    text = result_text([conv, twin, again])
-    assert text.startswith("2 tuned kernels: conv 0.6276 ms, conv2 0.6276 ms (conv's result") and "nan" not in text
-    assert "conv3's tuned schedule (re-applied)" in text
-    assert result_text(pad).startswith("no kernel tuned. Applying it adds 4 actions")
-
-
-def test_log_axes_carry_readable_ticks():
-    rows = [{"task": "a", "latency_ms": v} for v in (0.9, 0.35, 0.21, 0.2)]
-    axis = progress_figure(rows).layout.yaxis
-    # the axis runs from the 1-2-5 value below the best (0.2) to the one above the first (0.9)
-    assert axis.type == "log" and list(axis.ticktext) == ["0.1", "0.2", "0.5", "1"]
-    assert list(axis.tickvals) == [0.1, 0.2, 0.5, 1.0] and list(axis.range) == [-1.0, 0.0]
-    wide = log_axis([0.004, 37.0])
-    assert wide["tickvals"][0] <= 0.004 and wide["tickvals"][-1] >= 37.0  # decades, one beyond each end
-    assert log_axis([None, 0.0])["type"] == "log" and "tickvals" not in log_axis([None, 0.0])
 
 
 @pytest.mark.slow
