@@ -23,7 +23,7 @@ def test_the_policy_order(prog):
     assert P.choose(prog, "conv", TARGET).kind == "default" and P.choose(prog, "pad", TARGET) == P.DEFAULT
     expert = P.choose(prog, "conv", TARGET, expert=True)
     assert expert.kind == "expert" and expert.steps == tuple(P.analytic_steps(prog.funcs["conv"], "conv", TARGET))
-    # a kernel without a complex op takes expert.simple's analytic schedule; a conversion asked for
+    # a kernel without a complex op takes schedules.simple's analytic schedule; a conversion asked for
     # an expert schedule gets the same steps as its conversion schedule
     assert P.choose(prog, "pad", TARGET, expert=True).kind == "expert"
     assert P.choose(prog, "convert_relu_out", TARGET, expert=True).steps == conversion.steps

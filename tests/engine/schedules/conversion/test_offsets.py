@@ -1,4 +1,4 @@
-"""Where a conversion block reads and writes (``expert.offsets.CopyAccess``), checked against
+"""Where a conversion block reads and writes (``conversion.offsets.CopyAccess``), checked against
 TVM's own arithmetic on the kernel's index expressions."""
 
 import numpy as np

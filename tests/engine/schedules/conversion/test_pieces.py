@@ -1,4 +1,4 @@
-"""A conversion's loops cut into pieces (``expert.pieces``): the vector run."""
+"""A conversion's loops cut into pieces (``conversion.pieces``): the vector run."""
 
 import pytest
 

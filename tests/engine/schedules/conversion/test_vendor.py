@@ -1,4 +1,4 @@
-"""CPU-specific rules of the conversion schedules (``expert.vendor``), by LLVM CPU name."""
+"""CPU-specific rules of the conversion schedules (``conversion.vendor``), by LLVM CPU name."""
 
 from workbench.engine.schedules.conversion.vendor import register_tiles
 from workbench.engine.build.targets import vector_unit

@@ -1,5 +1,5 @@
 """The main block of a complex-op kernel as the expert template reads it
-(``expert.analysis.analyse``): its stride phases, and kernels it refuses."""
+(``tiling.analysis.analyse``): its stride phases, and kernels it refuses."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The register tile of the expert template (``expert.tile_plan.plan``) on given vector units:
+"""The register tile of the expert template (``tiling.plan.plan``) on given vector units:
 where rows slide along a reduction loop, and how many rows share a gathered vector."""
 
 from tests.engine.schedules.graphs import conv_graph, depthwise_graph

@@ -1,4 +1,4 @@
-"""The expert template's loop steps (``expert.tiling``, through ``expert_steps``): every op type x
+"""The expert template's loop steps (``tiling.steps``, through ``expert.expert_steps``): every op type x
 layout template, on shapes whose dims do not divide the tiles (7x7 outputs, 3 or 5 channels,
 prime sizes), verified against the reference on this machine and built for AVX-512; the register
 tile is visible in the loops."""
