@@ -25,6 +25,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..base.errors import SessionError, WorkbenchError
+from .attention import attention_steps, is_attention
 from .expert import expert_steps
 from .conversion.steps import conversion_steps
 from .simple import rows_steps, window_steps
@@ -124,12 +125,15 @@ class Pin:
 
 def analytic_steps(func: tirx.PrimFunc, kernel: str, target: Mapping, complex_op: bool | None = None) -> list[Step]:
     """The expert schedule of an unscheduled kernel, as loop steps: ``expert.expert_steps`` (the
-    register-blocked template) for a kernel with a complex op, else ``simple``'s analytic
+    register-blocked template) for a kernel with a complex op, ``attention.attention_steps``
+    for the attention kernel alone (blocked by query rows), else ``simple``'s analytic
     schedules: ``rows_steps`` for several blocks (softmax, layer norm), ``window_steps`` for one
     block that reduces a window (pooling), ``conversion.steps.conversion_steps`` for a copy or an
     element-wise op. ``complex_op``: whether the kernel holds a complex op (None: whether it has
     a block with a reduction). Raises ``LoopError`` when no template fits.
     """
+    if is_attention(func):  # its stages reduce, yet the conv/GEMM template does not fit them
+        return attention_steps(func, kernel, target)
     if complex_op is None:
         complex_op = main_block(func) is not None
     if complex_op:
