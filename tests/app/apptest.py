@@ -90,3 +90,25 @@ def click_reuses_the_preview(app: AppTest, button: str, pushes: list, replays: l
     assert app.session_state["state"].session.steps[-1] == step
     assert [b for b, _, _ in pushes] == [preview] * len(pushes) and len(pushes) <= 1, pushes
     assert replays == []
+
+
+def fill_split(app: AppTest, factors: str) -> AppTest:
+    """The Layouts page's primitive form: split dim 1 of conv by ``factors``."""
+    app.switch_page("../pages/layouts.py").run()
+    app.selectbox(key="layout_key").set_value("conv").run()
+    app.selectbox(key="layout_prim").set_value("split").run()
+    app.selectbox(key="lp_split_dim").set_value(1).run()
+    return app.text_input(key="lp_split_factors_64").input(factors).run()
+
+
+def upload_model(monkeypatch, name: str, data: bytes) -> None:
+    """The model uploader returns this file (AppTest cannot upload); the session uploader nothing."""
+    import streamlit
+
+    class Upload:
+        def getvalue(self) -> bytes:
+            return data
+
+    Upload.name = name
+    monkeypatch.setattr(streamlit, "file_uploader",
+                        lambda *args, key=None, **kwargs: Upload() if key == "model_upload" else None)

@@ -1,5 +1,6 @@
-"""The Graph page: the op a search finds is the selected op at once, and the whole graph fits
-the chart (Plotly's own zoom-out would shrink the drawing under text that keeps its size)."""
+"""The Graph page: it opens on the model's tensors (a network's repeated blocks collapsed), the op a
+search finds is the selected op at once, and the whole graph fits the chart (Plotly's own zoom-out
+would shrink the drawing under text that keeps its size)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import home, start
+from tests.app.apptest import graph_labels, home, session, start
 from workbench.viz.graph import VIEW_MAX
 
 
@@ -130,3 +131,53 @@ def test_a_network_that_cannot_be_timed_says_why_in_one_line(at, monkeypatch):
     assert [e.value for e in at.error] == ["timing the network: the network's outputs differ from the reference by "
                                            "1.0e-02 (relative): not timed"]
     assert "network_time" not in at.session_state
+
+
+def test_graph_opens_on_r18_stem_with_its_tensors(at):
+    labels = graph_labels(at)
+    for tensor in ("pad 1x3x230x230", "conv 1x64x112x112", "relu 1x64x112x112"):
+        assert tensor in labels
+    assert "[N C H W]" in labels
+
+
+def test_the_first_graph_run_sends_a_static_drawing_and_later_runs_do_not(at):
+    def drawings():
+        return [m.value for m in at.markdown if 'class="graph-preview"' in m.value]
+
+    (svg,) = drawings()  # the fixture's tab has run the graph page once
+    for op in ("pad", "conv", "bias", "relu"):
+        assert f"<tspan font-weight=\"bold\">{op}</tspan>" in svg
+    assert "display: none" in svg  # its CSS hides it once Plotly has drawn the chart
+    at.run()
+    assert not at.exception and drawings() == []
+    assert at.get("plotly_chart")  # the chart itself is sent on every run
+
+
+def _drawn_nodes(app: AppTest) -> set[str]:
+    """The names of the nodes the graph figure draws (its click targets carry them)."""
+    fig = json.loads(app.get("plotly_chart")[0].proto.spec)
+    return {n for tr in fig["data"] if tr.get("mode") == "markers" for n in tr.get("customdata") or [] if n}
+
+
+@pytest.mark.slow
+def test_resnet18_opens_with_its_repeated_blocks_collapsed_and_they_expand(at):
+    """A small model draws every op (the toggle off); ResNet-18 (70 ops) opens with its basic
+    blocks collapsed, one is expanded from the toolbar, and the toggle draws every op again."""
+    (small,) = [t for t in at.toggle if t.label == "Collapse repeated blocks"]
+    assert not small.value and small.disabled  # r18_stem repeats nothing
+    home(at).selectbox(key="model_pick").set_value("resnet18").run()
+    assert not at.exception, at.exception
+    (toggle,) = [t for t in at.toggle if t.label == "Collapse repeated blocks"]
+    assert toggle.value and not toggle.disabled
+    collapsed = _drawn_nodes(at)
+    blocks = sorted(n for n in collapsed if n.startswith("block "))
+    assert len(blocks) >= 6 and "conv4" not in collapsed
+    (opened,) = [m for m in at.multiselect if m.label == "Expanded blocks"]
+    opened.set_value([blocks[0]]).run()
+    some = _drawn_nodes(at)
+    assert blocks[0] not in some and set(blocks[1:]) <= some and len(some) > len(collapsed)
+    toggle.set_value(False).run()
+    everything = _drawn_nodes(at)
+    ops = {n.name for n in at.session_state["state"].graph.nodes}
+    assert ops <= everything and not any(n.startswith("block ") for n in everything)
+    assert len(collapsed) < 0.4 * len(ops)

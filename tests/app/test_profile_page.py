@@ -1,13 +1,17 @@
-"""The Profile page (#45 items 3 and 9): variants by their short names in the figures' legends
-(below the plots) with the whole action chain on hover and in a table, the roofline table's key
-columns first; the tab's tuning runs side by side and a run's layout candidates as parallel
-coordinates."""
+"""The Profile page: a measurement draws the roofline and explains a kernel above its roof and its
+miss bounds; variants by their short names in the figures' legends (below the plots) with the whole
+action chain on hover and in a table, the roofline table's key columns first; the tab's tuning runs
+side by side and a run's layout candidates as parallel coordinates."""
 
 from __future__ import annotations
 
 import json
 import os
 
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.apptest import preset_form, session
 from workbench.engine.measure.roofline import RooflinePoint
 
 #: a variant's action chain, past a hundred characters (the issue's legends held such names)
@@ -88,3 +92,60 @@ def test_profile_shows_two_tuning_runs_side_by_side_and_layout_parameters_agains
     (par,) = charts["layout_parameters"]["data"]
     assert [d["label"] for d in par["dimensions"]] == ["tiles[0]", "tiles[1]", "ot", "it", "latency (ms)"]
     assert len(par["dimensions"][0]["values"]) == 2  # the two alt_tiled candidates (the default is in the title)
+
+
+@pytest.mark.slow
+def test_profile_measures_draws_the_roofline_and_compares_cache_profiles(at, tmp_path):
+    from workbench.engine.session.session import new_session, save
+    from workbench.app import state as _state
+
+    save(new_session("r18_stem", name="plain"), _state.SESSIONS_DIR / "plain.json")
+    preset_form(at)
+    at.selectbox(key="preset_name").set_value("alt_tiled").run()
+    at.text_input(key="pp_tiles").input("4, 16").run()
+    at.button(key="apply_preset").click().run()
+    at.switch_page("../pages/profile.py").run()
+    at.button(key="profile_measure").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    charts = {c.key: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    roof = charts["roofline"]
+    assert any(t.get("name", "").startswith("conv") for t in roof["data"])  # the measured conv is on it
+    rates = next(d.value for d in at.get("dataframe") if "% of copy" in d.value.columns)
+    assert rates["kernel"].str.startswith("convert_").all() and (rates["GB/s"] > 0).all()
+    assert rates["% of copy"].tolist() == pytest.approx((rates["GB/s"] / rates["GB/s"].iloc[0]
+                                                         * rates["% of copy"].iloc[0]).tolist(), rel=1e-2)
+    assert at.selectbox(key="profile_kernel").value == "conv"
+    at.selectbox(key="profile_compare").set_value("plain").run()
+    misses = json.loads(next(c for c in at.get("plotly_chart") if c.key == "misses").proto.spec)
+    bars = {t["name"]: t["y"] for t in misses["data"]}
+    assert set(bars) == {"current (r18_stem)", "plain"}
+    l1 = 0  # the first bar: L1d misses, all lines; the tiled layout needs fewer than NCHW
+    assert bars["current (r18_stem)"][l1] < bars["plain"][l1]
+    from workbench.engine.measure.counters import perf_unavailable
+
+    at.button(key="counters").click().run()
+    assert not at.exception
+    tables = {d.key for d in at.get("dataframe")}
+    if reason := perf_unavailable():  # this machine exposes no PMU: the page says why
+        assert any(i.value == f"Model only: {reason}" for i in at.info) and "counters_table" not in tables
+    else:
+        assert "counters_table" in tables
+
+
+def test_profile_explains_a_kernel_above_its_roof_and_the_miss_bounds(at):
+    from workbench.engine.measure.roofline import RooflinePoint
+
+    # a 64 KiB copy in a microsecond: 128 GB/s, above any DRAM roof, yet its data fits a cache
+    pad = RooflinePoint("pad", "v1", flops=0, bytes=64 * 1024, latency_ms=0.0005)
+    at.session_state["timings"] = {"v1": {"pad": pad.latency_ms}}
+    at.session_state["points"] = [pad]
+    at.switch_page("../pages/profile.py").run()
+    assert not at.exception, at.exception
+    (table,) = [d.value for d in at.get("dataframe") if "% of roof" in d.value.columns]  # AppTest keeps no keys
+    (row,) = table.to_dict("records")
+    assert row["% of roof"] > 100 and row["buffers fit"] != "DRAM only"
+    assert row["note"].startswith(f"above the DRAM roof: its 64 KiB of buffers fit {row['buffers fit']}")
+    captions = " ".join(c.value for c in at.caption)
+    assert "pad above 100% of the roof, which is no error" in captions  # the kernel by name
+    assert "at least the compulsory misses" in captions
+    assert any("bounded by" in d.value.columns for d in at.get("dataframe"))

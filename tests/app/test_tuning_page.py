@@ -1,7 +1,8 @@
-"""The Tuning page after a run: the done message names the kernels tuned (not every action the
-result adds) and the trial table numbers measurements as the curves' x axis does; a result shows
-its speed-ups against its baselines, Apply turns into "applied" with an Undo that restores the
-session, and a stopped run's best so far applies (or the page says why not)."""
+"""The Tuning page: a run in a worker with its status and budget while it runs; after a run the
+done message names the kernels tuned (not every action the result adds) and the trial table
+numbers measurements as the curves' x axis does; a result shows its speed-ups against its
+baselines, Apply turns into "applied" with an Undo that restores the session, and a stopped run's
+best so far applies (or the page says why not)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.engine.session.session import replay
+from tests.app.apptest import home, session, start, tune_loops
+from tests.engine.tuning.job_helpers import job_folder, loop_records, rows
 from workbench.engine.base.step import Step
 from workbench.engine.base.timing import Stats
+from workbench.engine.session.session import replay
 from workbench.engine.tuning.jobs.baselines import KernelBaselines
-
-from tests.app.apptest import session, tune_loops
-from tests.engine.tuning.job_helpers import job_folder, loop_records, rows
 
 
 class _DoneJob:
@@ -232,3 +232,97 @@ def test_a_real_loop_run_is_timed_against_its_baselines_applied_and_undone(at):
     assert applied.startswith("Applied: 1 kernel tuned, conv ") and " -> " in applied, applied
     at.button(key="tune_undo").click().run()
     assert session(at).key() == before.key() and "tune_apply" in _keys(at)
+
+
+@pytest.mark.tuning
+def test_tuning_runs_in_a_worker_shows_curves_and_applies_the_result(at):
+    """Loop-only stage, 2 measurements, on the small C1D model: start, watch, apply."""
+    home(at).selectbox(key="model_pick").set_value("c1d").run()
+    at.switch_page("../pages/tuning.py").run()
+    at.radio(key="tune_stage").set_value("loop").run()
+    at.number_input(key="tune_budget").set_value(2).run()
+    at.button(key="tune_start").click().run()
+    job = at.session_state["tune_job"]
+    assert job.wait(timeout=240).state == "done", job.status()
+    rows = job.progress()
+    assert len(rows) == 2 and all(r["stage"] == "loop" for r in rows)
+    at.run()
+    assert not at.exception, at.exception
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert any(t.get("name", "").endswith(": best") for t in fig["data"])
+    at.button(key="tune_apply").click().run()
+    tuned = [a for a in session(at).steps if a.kind == "tuned"]
+    assert tuned and tuned[0].target == "conv" and tuned[0].get("latency_ms") > 0
+
+
+class _FinishedJob:
+    """A tuning job that already ran, as the Tuning page sees it: its progress lines, its status."""
+
+    def __init__(self, folder: Path, rows: list[dict], budget: int = 8, started: float = 0.0,
+                 running: bool = False) -> None:
+        self.dir, self._rows, self.budget, self.started, self._running = folder, rows, budget, started, running
+
+    def progress(self) -> list[dict]:
+        return self._rows
+
+    def status(self):
+        from workbench.engine.tuning.jobs.worker import JobStatus
+
+        return JobStatus("running" if self._running else "stopped")
+
+    def running(self) -> bool:
+        return self._running
+
+    def tuned_state(self, owner=None):
+        return None
+
+
+def test_tuning_status_shows_each_tasks_best_and_their_sum_not_the_fastest_kernel(at, tmp_path):
+    from workbench.engine.tuning.progress import summarize_progress
+
+    rows = [{"task": "pad", "stage": "loop", "latency_ms": 0.001, "best_ms": 0.001},
+            {"task": "conv", "stage": "loop", "latency_ms": 0.5, "best_ms": 0.5},
+            {"task": "conv", "stage": "loop", "latency_ms": None, "best_ms": 0.5}]
+    at.session_state["tune_job"] = _FinishedJob(tmp_path / "job", rows)
+    at.session_state["tune_tasks"] = ["pad", "conv", "relu"]
+    at.switch_page("../pages/tuning.py").run()
+    assert not at.exception, at.exception
+    status = next(m.value for m in at.markdown if "best per task summed" in m.value)
+    assert summarize_progress(rows, ["pad", "conv", "relu"]).headline() in status
+    assert "0.5010 ms over 2 tasks" in status and "1 of 3 tasks without a result yet" in status
+    assert "3 measurements" in status and "1 failed candidate (skipped)" in status
+    (bests,) = [d.value for d in at.get("dataframe") if "best ms" in d.value.columns]
+    assert dict(zip(bests["task"], bests["best ms"].fillna(-1))) == {"pad": 0.001, "conv": 0.5, "relu": -1}
+    trials = lambda: next(d.value for d in at.get("dataframe") if "trace" in d.value.columns)  # noqa: E731
+    assert len(trials()) == 3
+    at.radio(key="trials_outcome").set_value("failed").run()
+    assert list(trials()["task"]) == ["conv"] and trials()["latency ms"].isna().all()
+    at.radio(key="trials_outcome").set_value("all").run()
+    at.multiselect(key="trials_tasks").set_value(["pad"]).run()
+    assert list(trials()["task"]) == ["pad"]
+
+
+def test_a_running_tuning_shows_measurements_of_its_budget_and_the_time_left(at, tmp_path):
+    import time
+
+    now = time.time()
+    rows = [{"task": "conv", "stage": "loop", "latency_ms": 0.5 - i / 10, "time": now - 30 + 10 * i} for i in range(3)]
+    at.session_state["tune_job"] = _FinishedJob(tmp_path / "job", rows, budget=12, started=now - 40, running=True)
+    at.switch_page("../pages/tuning.py").run()
+    assert not at.exception, at.exception
+    status = next(m.value for m in at.markdown if "best per task summed" in m.value)
+    assert "3 of 12 measurements" in status and "elapsed" in status and " left" in status, status
+
+
+def test_the_joint_budget_says_how_many_layouts_it_scores_and_survives_a_page_switch(at):
+    at.switch_page("../pages/tuning.py").run()
+    at.radio(key="tune_stage").set_value("joint").run()
+    at.number_input(key="tune_budget").set_value(2).run()  # the least: still the current layout and the prior's best
+    assert not any("scores only one" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any("Layout candidates scored: conv 2 of" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.number_input(key="tune_budget").set_value(77).run()
+    assert any("Layout candidates scored: conv 23 of" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.switch_page("../pages/graph.py").run()  # the entry script, as a browser runs it on every page (the Graph page here)
+    assert not at.number_input and at.session_state["tune_budget"] == 77
+    at.switch_page("../pages/tuning.py").run()
+    assert at.number_input(key="tune_budget").value == 77 and at.radio(key="tune_stage").value == "joint"

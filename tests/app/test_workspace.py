@@ -128,7 +128,7 @@ def test_a_reload_restores_the_last_tuning_run_with_its_curves_and_it_can_be_app
 ########## Nothing stale (#45) ##########
 
 def test_the_session_name_field_follows_the_open_session(at, monkeypatch):
-    from tests.app.test_pages import _upload
+    from tests.app.apptest import upload_model
     from tests.engine.models.frontend.test_import import _onnx
 
     save_as(at, "first")
@@ -140,7 +140,7 @@ def test_the_session_name_field_follows_the_open_session(at, monkeypatch):
     at.selectbox(key="open_pick").set_value("first").run()
     at.button(key="open").click().run()
     assert session(at).name == "first" and at.text_input(key="save_name").value == "first"
-    _upload(monkeypatch, "mlp.onnx", _onnx())
+    upload_model(monkeypatch, "mlp.onnx", _onnx())
     at.run().button(key="import_model").click().run()
     assert not at.error, [e.value for e in at.error]
     assert session(at).name.startswith("mlp") and at.text_input(key="save_name").value == session(at).name
