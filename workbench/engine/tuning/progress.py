@@ -181,10 +181,6 @@ class Pace:
     elapsed_s: float
     left_s: float | None = None
 
-    @property
-    def eta_s(self) -> float | None:
-        return self.left_s
-
     def text(self) -> str:
         """One line: measurements of the budget, elapsed time, time left.
 

@@ -85,9 +85,6 @@ class _System:
             self.aux[key] = (quotient, var(u))
         return self.aux[key][0 if node.op == "//" else 1]
 
-    def _known(self, f: Form) -> Form:
-        return {k: v for k, v in f.items() if k not in self.unknowns or k in self.pivots}
-
     def _pivot(self, name: str, form: Form) -> None:
         self.pivots[name] = form
         sub = {name: form}

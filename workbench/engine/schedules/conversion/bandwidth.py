@@ -1,12 +1,10 @@
 """A conversion kernel timed on this machine: ``conversion_ms`` builds it (after its analytic
-schedule, ``steps.conversion_steps``, by default) and times it on random data;
-``conversion_bandwidth`` rates it against the machine's copy bandwidth (STREAM's copy,
-``ceilings.copy_gbs``)."""
+schedule, ``steps.conversion_steps``, by default) and times it on random data (the joint stage's
+conversion costs; ``measure.conversion_rates`` rates kernels against the copy bandwidth)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -14,28 +12,11 @@ import tvm
 from tvm import tirx
 
 from ...build import codegen
-from ...measure.ceilings import get_ceilings
 from ...loops.primitives import apply_steps
 from ...base.step import Step
 from .steps import conversion_steps
 
-__all__ = ["Bandwidth", "conversion_bandwidth", "conversion_ms"]
-
-@dataclass(frozen=True)
-class Bandwidth:
-    """A conversion kernel's measured rate: bytes read + written per second, against the copy
-    bandwidth of the machine (``ceilings.copy_gbs``)."""
-
-    kernel: str
-    bytes: int
-    ms: float
-    gbs: float
-    copy_gbs: float
-
-    @property
-    def of_copy(self) -> float:
-        """The fraction of the STREAM copy bandwidth reached (1.0 = as fast as a copy)."""
-        return self.gbs / self.copy_gbs if self.copy_gbs > 0 else 0.0
+__all__ = ["conversion_ms"]
 
 
 def conversion_ms(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | None = None,
@@ -58,14 +39,3 @@ def conversion_ms(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | 
     number = max(1, int(min_s / 5 / one))
     ev = lib.time_evaluator("main", tvm.cpu(), number=number, repeat=5)
     return min(float(x) for x in ev(*args).results) * 1e3, nbytes
-
-
-def conversion_bandwidth(func: tirx.PrimFunc, target: Mapping, steps: Sequence[Step] | None = None,
-                         kernel: str = "conversion", min_s: float = 0.2) -> Bandwidth:
-    """``conversion_ms``'s timing as a rate, compared with the copy bandwidth of ``target`` on
-    this machine (``ceilings.get_ceilings``, measured once).
-
-    Bytes = every input buffer read once + every output buffer written once: an unfold's halo
-    is counted once on the read side (what the source holds) and in full on the write side."""
-    ms, nbytes = conversion_ms(func, target, steps, kernel, min_s)
-    return Bandwidth(kernel, nbytes, ms, nbytes / ms / 1e6, get_ceilings(target).copy_gbs)
