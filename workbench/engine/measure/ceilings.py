@@ -27,15 +27,14 @@ import psutil
 
 from ..build.targets import cpu_name, resolve_target, target_cores
 from .machine import MachineState, differs, machine_state
-# re-exported too: the roofline's callers import them from here
+# DEFAULT_CACHES, stream_copy, peak_call and peak_kernel_shape re-exported: the suites' and the
+# conversions' benchmarks import them from here
 from .memory import DEFAULT_CACHES, MIB, cache_info, stream_bytes, stream_copy, stream_gbs  # noqa: F401
-from .peak import (FMA_LATENCY, FMA_PORTS, PeakKernel, cpu_clock, innermost_loops, peak_call,  # noqa: F401
-                   peak_gflops, peak_kernel, peak_kernel_asm, peak_kernel_shape, stack_accesses)
+from .peak import FMA_PORTS, cpu_clock, peak_call, peak_gflops, peak_kernel_shape  # noqa: F401
 
-__all__ = ["Ceilings", "Yardstick", "PeakKernel", "FMA_PORTS", "FMA_LATENCY", "YARDSTICK_N", "DEFAULT_CACHES",
-           "get_ceilings", "measure_ceilings", "format_ceilings", "cache_info", "cpu_clock", "peak_kernel_shape",
-           "peak_kernel", "peak_kernel_asm", "peak_call", "innermost_loops", "stack_accesses", "library_gemm",
-           "stream_copy", "stale_reason", "copy_bandwidth"]
+__all__ = ["Ceilings", "Yardstick", "YARDSTICK_N", "DEFAULT_CACHES", "get_ceilings", "measure_ceilings",
+           "format_ceilings", "cache_info", "peak_kernel_shape", "peak_call", "library_gemm", "stream_copy",
+           "stale_reason", "copy_bandwidth"]
 
 #: the library yardstick's square GEMM size: large enough for the libraries' best kernels
 YARDSTICK_N = 2048
