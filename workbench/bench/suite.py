@@ -29,7 +29,7 @@ import numpy as np
 import tvm
 
 from workbench.engine.ir.graph import Graph, GraphBuilder
-from workbench.engine.base.interleave import ROUNDS, SAMPLE_MS, Remeasured, Timer, call_timer, remeasure  # noqa: F401 (call_timer: for networks.py, conversions.py)
+from workbench.engine.base.interleave import ROUNDS, Remeasured, Timer, call_timer, remeasure  # noqa: F401 (call_timer: for networks.py, conversions.py)
 from workbench.engine.layout.book import LayoutBook
 from workbench.engine.layout.keys import apply_actions
 from workbench.engine.measure.library import LABELS, LIBRARIES, Sidecar, fastest, library_timers
@@ -39,7 +39,7 @@ from workbench.engine.build.program import Built, make_program
 from workbench.engine.measure.ceilings import copy_bandwidth, peak_call, peak_kernel_shape
 from workbench.engine.measure.conversion_rates import conversion_bytes
 from workbench.engine.measure.kernel_time import conversions_timer, evaluator_timer, kernel_timer  # noqa: F401 (the suites')
-from .suite_row import BenchRow, COLUMNS, PCT_PEAK, RATIOS, TITLES, ratio  # noqa: F401 (PCT_PEAK: kept importable here)
+from .suite_row import BenchRow, COLUMNS, RATIOS, TITLES, ratio
 from .tables import fmt, geomean, summary_ratio, write_tables
 from workbench.engine.build.targets import cpu_name, target_cores
 from workbench.engine.base.errors import TuneError
