@@ -54,9 +54,9 @@ def test_a_primitive_applied_to_a_tuned_kernel_edits_the_tuned_kernel(at):
     assert not at.error and not at.exception, [e.value for e in at.error]
     state = at.session_state["state"]
     assert [s.primitive for s in session(at).steps] == ["tuned", "reorder"]
-    assert state.schedule("conv").trace == tuned_step().get("trace")  # on top of the tuned trace
+    assert state.kernel_schedule("conv").trace == tuned_step().get("trace")  # on top of the tuned trace
     assert any("trace, then 1 loop step of yours)" in c.value for c in at.caption), [c.value for c in at.caption]
-    assert "conv_init" in state.scheduled("conv").script()
+    assert "conv_init" in state.scheduled_func("conv").script()
     table = next(d.value for d in at.dataframe if "layout dim" in d.value.columns)
     order = list(table[table.block == "conv_update"].loop)
     assert order.index(loops[0]) < order.index(loops[1])  # the two loops swapped

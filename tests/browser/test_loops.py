@@ -43,4 +43,4 @@ def test_a_primitive_applied_to_a_tuned_kernel_on_the_loops_page_succeeds(tmp_pa
     state = load_workspace(autosave, wid).state
     split = state.session.steps[-1]
     assert (split.kind, split.primitive, split.get("block")) == ("loop", "split", "conv_update")
-    assert state.schedule("conv").trace is not None  # the split went on top of the tuned trace
+    assert state.kernel_schedule("conv").trace is not None  # the split went on top of the tuned trace

@@ -73,7 +73,7 @@ def side_by_side(before: str, after: str, left: str = "before", right: str = "af
 
 @st.cache_data(max_entries=16, show_spinner="building the kernel for its assembly…")
 def _asm(session_key: str, kernel: str, target: str, _state: State) -> str:
-    return kernel_asm(_state.scheduled(kernel), json.loads(target), kernel)
+    return kernel_asm(_state.scheduled_func(kernel), json.loads(target), kernel)
 
 
 def assembly(state: State, kernel: str) -> None:

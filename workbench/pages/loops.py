@@ -28,7 +28,7 @@ kernel = st.selectbox("Fused kernel", names, index=names.index(state.home_kernel
                       key="loop_kernel",
                       format_func=lambda k: f"{k}  ({' → '.join(plan.kernels[names.index(k)].ops) or 'conversion'})")
 view = nest_view(state, kernel)
-if (sched := state.schedule(kernel)).kind == "conversion":
+if (sched := state.kernel_schedule(kernel)).kind == "conversion":
     st.caption("This conversion runs on its analytic schedule (`engine/schedules/conversion/`: the steps below); a loop "
                "primitive you apply replaces it.")
     # a padded unfold's border copies each get steps of their own: a long list stays folded
@@ -54,7 +54,7 @@ seed = (kernel, prim, len(state.session.steps))
 if st.session_state.get("loop_seeded") != seed:
     # a new primitive, kernel or action: the form starts from arguments TVM accepts on this kernel
     st.session_state.loop_seeded = seed
-    st.session_state.loop_defaults = default_arguments(state.scheduled(kernel), prim)
+    st.session_state.loop_defaults = default_arguments(state.scheduled_func(kernel), prim)
     for arg, value in (st.session_state.loop_defaults or {}).items():
         st.session_state[widget_key("la", prim, arg)] = value
 if st.session_state.loop_defaults is None:
@@ -118,7 +118,7 @@ def _apply_expert() -> None:
 apply_col, expert_col = st.columns(2)
 apply_col.button(f"Apply {prim}", key="apply_loop", type="primary", on_click=_apply_loop, disabled=refused is not None)
 expert_col.button("Expert schedule", key="apply_expert", icon=":material/bolt:", on_click=_apply_expert,
-                  disabled=state.schedule(kernel).kind != "default",
+                  disabled=state.kernel_schedule(kernel).kind != "default",
                   help="Register-blocked loop steps sized for the target's vector unit (NeoCPU / oneDNN / BLIS "
                        "style), applied as ordinary loop actions you can read, edit, undo and export.")
 

@@ -159,15 +159,15 @@ def test_a_loop_primitive_schedules_an_opaque_kernel(session):
     (block,) = list_blocks(func)
     loops = [lp.name for lp in list_loops(func, block)]
     state = state.push(loop_step("fuse", exp, block=block, loops=loops[:2]))
-    fused = list_loops(state.scheduled(exp), block)[0].name
+    fused = list_loops(state.scheduled_func(exp), block)[0].name
     state = state.push(loop_step("parallel", exp, block=block, loop=fused))
     state = state.push(loop_step("split", exp, block=block, loop=loops[-1], factors=[None, 4]))
     state = state.push(loop_step("vectorize", exp, block=block, loop=f"{loops[-1]}_1"))
-    script = state.scheduled(exp).script()
+    script = state.scheduled_func(exp).script()
     assert "T.parallel" in script and "T.vectorized" in script
     assert state.scheduled_program().build().verify().ok
     again = replay(state.session)  # the steps replay on a re-imported file
-    assert again.scheduled(exp).script() == script
+    assert again.scheduled_func(exp).script() == script
 
 
 def test_layout_primitives_on_an_opaque_kernel_are_refused_and_change_nothing(session):

@@ -32,7 +32,7 @@ def _blocks_and_loops(func) -> dict[str, list]:
 
 
 def test_a_tuned_kernels_forms_offer_its_compute_block_first(tuned):
-    func = tuned.scheduled("conv")
+    func = tuned.scheduled_func("conv")
     assert list_blocks(func) == ["conv_init", "conv_update", "relu"]  # program order: the init first
     assert form_blocks(_blocks_and_loops(func)) == ["conv_update", "relu", "conv_init"]
     for prim in ("split", "reorder", "unroll", "cache_read", "transform_layout"):
@@ -52,13 +52,13 @@ def test_a_decomposed_reductions_update_block_is_the_default_not_its_init():
 def test_each_loop_primitive_applies_to_a_tuned_kernel_from_its_starting_arguments(tuned, prim):
     """What the form starts from names the tuned kernel's blocks and loops, and the session takes
     it: the step goes on top of the tuned trace (not on the unscheduled kernel's conv)."""
-    step = default_step(tuned.scheduled("conv"), prim, "conv")
+    step = default_step(tuned.scheduled_func("conv"), prim, "conv")
     assert step is not None, prim
     new = tuned.push(step)
-    assert new.schedule("conv") == KernelSchedule("loop steps", (step,), trace=json.loads(TRACE.read_text()))
-    assert new.scheduled("conv").script() == apply_step(tuned.scheduled("conv"), step).mod["main"].script()
+    assert new.kernel_schedule("conv") == KernelSchedule("loop steps", (step,), trace=json.loads(TRACE.read_text()))
+    assert new.scheduled_func("conv").script() == apply_step(tuned.scheduled_func("conv"), step).mod["main"].script()
     again = replay(loads(dumps(new.session)))  # a saved session rebuilds the same kernel
-    assert again.scheduled("conv").script() == new.scheduled("conv").script()
+    assert again.scheduled_func("conv").script() == new.scheduled_func("conv").script()
 
 
 @pytest.mark.parametrize("step", [
@@ -68,27 +68,28 @@ def test_each_loop_primitive_applies_to_a_tuned_kernel_from_its_starting_argumen
     loop_step("decompose_reduction", "conv", block="conv_update", loop="i3_1"),
 ], ids=lambda s: s.primitive)
 def test_a_primitive_with_no_choice_on_a_tuned_kernel_is_refused_by_tvm_not_by_name(tuned, step):
-    assert step.primitive in NO_CHOICE and default_step(tuned.scheduled("conv"), step.primitive) is None
+    assert step.primitive in NO_CHOICE and default_step(tuned.scheduled_func("conv"), step.primitive) is None
     with pytest.raises(SessionError, match="TVM refused") as e:
         tuned.push(step)
     assert "unknown block" not in str(e.value) and "has no loop" not in str(e.value)
 
 
 def test_hand_steps_on_a_tuned_kernel_keep_its_numerics_and_export_one_trace(tuned):
-    split = default_step(tuned.scheduled("conv"), "split", "conv")
-    edited = tuned.push(split).push(default_step(tuned.push(split).scheduled("conv"), "parallel", "conv"))
-    assert [s.primitive for s in edited.schedule("conv").steps] == ["split", "parallel"]
+    split = default_step(tuned.scheduled_func("conv"), "split", "conv")
+    edited = tuned.push(split).push(default_step(tuned.push(split).scheduled_func("conv"), "parallel", "conv"))
+    assert [s.primitive for s in edited.kernel_schedule("conv").steps] == ["split", "parallel"]
     check = edited.scheduled_program().build(edited.session.target).verify()
     assert check.ok, check
     tuned_kinds = [inst[0] for inst in json.loads(TRACE.read_text())[0]]
-    kinds = [inst[0] for inst in trace_json(edited.scheduled_schedule("conv"))[0]]  # what an export records
+    kinds = [inst[0] for inst in trace_json(edited.tvm_schedule("conv"))[0]]  # what an export records
     assert kinds[:len(tuned_kinds)] == tuned_kinds  # the tuned trace, then the hand steps
     assert [k for k in kinds[len(tuned_kinds):] if k not in ("GetSBlock", "GetLoops")] == ["Split", "Parallel"]
 
 
 def test_a_tuned_result_after_hand_steps_replaces_them(tuned):
-    edited = tuned.push(default_step(tuned.scheduled("conv"), "unroll", "conv"))
-    assert edited.push(tuned_step()).schedule("conv") == KernelSchedule("tuned", trace=json.loads(TRACE.read_text()))
+    edited = tuned.push(default_step(tuned.scheduled_func("conv"), "unroll", "conv"))
+    assert edited.push(tuned_step()).kernel_schedule("conv") == KernelSchedule(
+        "tuned", trace=json.loads(TRACE.read_text()))
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ def _tuned_gmm(latency_ms: float):
     """A small GMM session whose kernel runs a tuned trace (the expert schedule's), recorded by
     its tuning at ``latency_ms``."""
     state = replay(new_session("gmm", m=64, n=64, k=64))
-    trace = plain(state.with_expert_schedule("gmm").scheduled_schedule("gmm").trace.as_json())
+    trace = plain(state.with_expert_schedule("gmm").tvm_schedule("gmm").trace.as_json())
     return state.push(Step.make("tuned", "gmm", "tuned", stage="loop", trace=trace, latency_ms=latency_ms)).session
 
 

@@ -109,7 +109,7 @@ def test_plain_tvm_applies_the_exported_records(case, tmp_path):
     # the schedules plain TVM applied are the session's
     scripts = json.loads((out / "scripts.json").read_text())
     for k in plan.kernels:
-        assert _body(scripts[k.name]) == _body(state.scheduled(k.name).script()), k.name
+        assert _body(scripts[k.name]) == _body(state.scheduled_func(k.name).script()), k.name
     main = "conv" if case == "hand_alt_tiled" else "gmm"
     assert "T.parallel" in scripts[main] and "T.vectorized" in scripts[main]
 

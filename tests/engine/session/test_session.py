@@ -26,7 +26,7 @@ def test_push_undo_redo():
     s1 = s2.undo()
     assert s1.session.steps == (SPLIT,) and s1.session.redo_stack == (LOOP,)
     assert s1.redo().session == s2.session
-    assert s1.redo().scheduled("conv").script() == s2.scheduled("conv").script()
+    assert s1.redo().scheduled_func("conv").script() == s2.scheduled_func("conv").script()
     with pytest.raises(SessionError, match="nothing to redo"):
         s2.redo()
     with pytest.raises(SessionError, match="nothing to undo"):
@@ -39,14 +39,14 @@ def test_push_returns_a_new_state_and_leaves_the_old_one():
     assert s0.session.steps == () and s0.program.plan.layout_of("conv").shape == (1, 64, 112, 112)
     assert s1.program.plan.layout_of("conv").shape == (1, 4, 16, 112, 112)
     s2 = s1.push(LOOP)
-    assert s1.schedule("conv").kind == "default" and s2.schedule("conv").kind == "loop steps"
+    assert s1.kernel_schedule("conv").kind == "default" and s2.kernel_schedule("conv").kind == "loop steps"
     assert s2.program is s1.program  # a loop step keeps the unscheduled program
 
 
 def test_layout_action_changes_the_plan_and_loop_action_the_kernel():
     st = start().push(SPLIT).push(LOOP)
     assert st.program.plan.layout_of("conv").shape == (1, 4, 16, 112, 112)
-    assert "T.parallel(4)" in st.scheduled("conv").script()
+    assert "T.parallel(4)" in st.scheduled_func("conv").script()
     assert st.scheduled_program().build().verify().ok
 
 
@@ -123,13 +123,13 @@ def test_round_trip_keeps_every_action_kind(tmp_path):
     st = start().push(SPLIT).push(LOOP).push(LOOP2)
     from workbench.engine.loops.primitives import trace_json
 
-    trace = trace_json(st.scheduled_schedule("conv"))
+    trace = trace_json(st.tvm_schedule("conv"))
     s = st.push(Step.make("tuned", "conv", "tuned", trace=trace, latency_ms=1.5, layouts=[
         {"kind": "layout", "tensor": "conv", "preset": "blocked", "params": {"factor": 16}}])).pinned().session
     path = S.save(s, S.safe_path(tmp_path, s.name))
     back = S.load(path)
     assert back == s and S.dumps(back) == path.read_text()
-    assert S.replay(back).scheduled("conv").script() == S.replay(s).scheduled("conv").script()
+    assert S.replay(back).scheduled_func("conv").script() == S.replay(s).scheduled_func("conv").script()
 
 
 def test_example_sessions_are_stored_as_saved():
@@ -201,7 +201,7 @@ TILED = Step.make("preset", "conv", "alt_tiled")
 
 def kernels(state: S.State) -> dict[str, str]:
     """Every kernel of the state after its schedule, as TIR text."""
-    return {k: state.scheduled(k).script() for k in state.program.funcs}
+    return {k: state.scheduled_func(k).script() for k in state.program.funcs}
 
 
 def old_format(text: str) -> str:
@@ -217,7 +217,7 @@ def test_a_saved_session_replays_to_the_same_kernels_after_a_heuristic_change(tm
 
     state = start("r18_stem").push(TILED)
     path = S.save(state, tmp_path / "s.json")
-    assert S.load_state(path).schedule("convert_relu_out").kind == "conversion"
+    assert S.load_state(path).kernel_schedule("convert_relu_out").kind == "conversion"
     before = kernels(S.load_state(path))
     old = tmp_path / "old.json"
     old.write_text(old_format(path.read_text()))
@@ -237,7 +237,7 @@ def test_the_file_pins_every_kernel_the_actions_leave_unscheduled(tmp_path):
     assert {p["op"]: p["schedule"] for p in d["pinned"]} == {"conv": "default", "convert_relu_out": "conversion"}
     conversion = next(p for p in d["pinned"] if p["op"] == "convert_relu_out")
     assert [s["primitive"] for s in conversion["steps"]] == [
-        s.primitive for s in state.schedule("convert_relu_out").steps] and "parallel" in str(conversion["steps"])
+        s.primitive for s in state.kernel_schedule("convert_relu_out").steps] and "parallel" in str(conversion["steps"])
     assert "steps" not in next(p for p in d["pinned"] if p["op"] == "conv")
 
 
@@ -306,10 +306,10 @@ def _same_kernels(a: S.State, b: S.State) -> None:
 
     assert a.program.funcs.keys() == b.program.funcs.keys()
     for k in a.program.funcs:
-        assert tvm_ffi.structural_equal(a.scheduled(k), b.scheduled(k)), k
-        assert a.scheduled(k).script() == b.scheduled(k).script(), k
+        assert tvm_ffi.structural_equal(a.scheduled_func(k), b.scheduled_func(k)), k
+        assert a.scheduled_func(k).script() == b.scheduled_func(k).script(), k
     for k in a.schedules:
-        assert str(a.scheduled_schedule(k).trace) == str(b.scheduled_schedule(k).trace), k
+        assert str(a.tvm_schedule(k).trace) == str(b.tvm_schedule(k).trace), k
 
 
 def _edits(state: S.State) -> list[Step]:
@@ -318,7 +318,7 @@ def _edits(state: S.State) -> list[Step]:
 
     steps = []
     for prim in ("reorder", "unroll", "parallel"):
-        steps.append(Step.make("loop", "conv", prim, **default_arguments(state.scheduled("conv"), prim)))
+        steps.append(Step.make("loop", "conv", prim, **default_arguments(state.scheduled_func("conv"), prim)))
         state = state.push(steps[-1])
     return steps
 

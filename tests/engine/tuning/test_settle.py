@@ -49,7 +49,7 @@ def test_a_kernel_that_a_later_layout_changed_is_tuned_again_in_its_final_form(t
     assert unsettled(state, measured) == ["conv2"]  # conv2 was never tuned; conv1 is as measured
     # conv2's tiled input is written by conv1's epilogue: conv1's kernel changes and loses its trace
     state = state.push(Step.make("preset", "conv2", "alt_tiled", tiles=[8, 8], ot=16, it=16))
-    assert state.schedule("conv1").kind == "default"
+    assert state.kernel_schedule("conv1").kind == "default"
     assert set(unsettled(state, measured)) == {"conv1", "conv2"}
     settled, names = settle(state, measured, {"conv1": res.trace}, tmp_path / "settle", 4, FIXED)
     assert set(names) == {"conv1", "conv2"} and not unsettled(settled, {k: settled.program.funcs[k] for k in names})
@@ -57,7 +57,8 @@ def test_a_kernel_that_a_later_layout_changed_is_tuned_again_in_its_final_form(t
         step = [s for s in settled.session.steps if s.kind == "tuned" and s.target == k][-1]
         assert step.get("stage") == SETTLE_STAGE and step.get("latency_ms") > 0
         # the very TIR its tuning measured best
-        assert tvm_ffi.structural_equal(settled.scheduled(k), _best_tir(tmp_path / "settle", settled.program.funcs[k]))
+        assert tvm_ffi.structural_equal(settled.scheduled_func(k),
+                                        _best_tir(tmp_path / "settle", settled.program.funcs[k]))
     assert replay(loads(dumps(settled.session))).scheduled_program().build().verify().ok
 
 
@@ -66,9 +67,9 @@ def test_a_tuned_network_rebuilds_to_the_tir_of_its_tuners_best_records(tmp_path
     tuned = tune_network(state.session, "joint", 6, tmp_path / "wd", FIXED)
     done = replay(loads(dumps(tuned.session)))
     kernels = [k.name for k in done.program.plan.kernels if k.ops and done.graph.node(k.head).kind == "complex"]
-    assert kernels and all(done.schedule(k).kind == "tuned" for k in kernels)
+    assert kernels and all(done.kernel_schedule(k).kind == "tuned" for k in kernels)
     for k in kernels:
-        assert tvm_ffi.structural_equal(done.scheduled(k), _best_tir(tmp_path / "wd", done.program.funcs[k])), k
+        assert tvm_ffi.structural_equal(done.scheduled_func(k), _best_tir(tmp_path / "wd", done.program.funcs[k])), k
     assert set(tuned_figures(done)) == set(kernels)
     assert {c.kernel for c in tuned.checks} == set(kernels)
     assert done.scheduled_program().build().verify().ok

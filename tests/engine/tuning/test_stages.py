@@ -74,7 +74,7 @@ def test_ops_with_equal_kernels_are_tuned_once_and_share_the_result(tmp_path):
     mine, theirs = steps[0].get("trace"), steps[1].get("trace")  # the same, found by the twin's block names
     assert len(mine[0]) == len(theirs[0]) and mine != theirs and group[0] not in str(theirs)
     done = replay(loads(dumps(tuned)))
-    assert all(done.schedule(done.home_kernel(op)).kind == "tuned" for op in group)
+    assert all(done.kernel_schedule(done.home_kernel(op)).kind == "tuned" for op in group)
     assert done.scheduled_program().build().verify().ok
 
 
@@ -104,7 +104,8 @@ def test_a_network_tuned_jointly_computes_what_it_computed_before(tmp_path):
     session = new_session(spec)
     tuned = tune_session(session, "joint", 6, tmp_path / "wd")
     done = replay(loads(dumps(tuned)))
-    unscheduled = [k.name for k in done.program.plan.kernels if k.ops and done.schedule(k.name).kind == "default"]
+    unscheduled = [k.name for k in done.program.plan.kernels
+                   if k.ops and done.kernel_schedule(k.name).kind == "default"]
     assert not unscheduled  # complex kernels tuned or expert-scheduled, the pool on its analytic schedule
     result = done.scheduled_program().build().verify()
     assert result.ok, result

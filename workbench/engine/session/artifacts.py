@@ -125,7 +125,7 @@ def replay_to(session: Session, out_dir: str | Path, target: dict | None = None,
         max_abs_error=ver.max_abs_error, max_rel_error=ver.max_rel_error,
         total_ms=total.median_ms, total_min_ms=total.min_ms, total_spread_ms=total.spread_ms, repeats=total.repeats,
         noisy=any(t.stats.noisy for t in timings),
-        kernels=[{**t.row(), "schedule": state.schedule(t.name).kind, **_vs_tuned(t.stats, tuned.get(t.name))}
+        kernels=[{**t.row(), "schedule": state.kernel_schedule(t.name).kind, **_vs_tuned(t.stats, tuned.get(t.name))}
                  for t in timings],
         session=session.name, target=dict(session.target),
         outputs={t: {"max_abs_error": a, "max_rel_error": r} for t, (a, r) in ver.per_output.items()})
@@ -182,7 +182,7 @@ def _tuned_ms(state: State) -> dict[str, float]:
     for step in state.session.steps:
         if step.kind == "tuned" and step.get("latency_ms") is not None:
             out[step.target] = float(step.get("latency_ms"))
-    return {k: v for k, v in out.items() if k in state.program.funcs and state.schedule(k).kind == "tuned"}
+    return {k: v for k, v in out.items() if k in state.program.funcs and state.kernel_schedule(k).kind == "tuned"}
 
 
 def _vs_tuned(replayed: Stats, tuned_ms: float | None) -> dict:

@@ -63,7 +63,7 @@ def export_session(session: Session, out_dir: str | Path, progress: Callable[[st
     for k in plan.kernels:
         func = state.program.funcs[k.name]
         mod = tvm.IRModule({"main": func})
-        sch, kind = state.scheduled_schedule(k.name), state.schedule(k.name).kind
+        sch, kind = state.tvm_schedule(k.name), state.kernel_schedule(k.name).kind
         records.append((mod, sch.trace, func, timings[k.name].latency_ms))
         kernels.append({
             "name": k.name, "latency_ms": timings[k.name].latency_ms, "schedule": kind,

@@ -31,8 +31,8 @@ class NestView:
 
 
 def nest_view(state: State, kernel: str) -> NestView:
-    """The kernel after its schedule (see ``State.schedule``)."""
-    func = state.scheduled(kernel)
+    """The kernel after its schedule (see ``State.kernel_schedule``)."""
+    func = state.scheduled_func(kernel)
     blocks = tuple(list_blocks(func))
     plan = state.program.plan
     stages = stage_layouts(plan, next(k for k in plan.kernels if k.name == kernel))
@@ -43,7 +43,7 @@ def nest_view(state: State, kernel: str) -> NestView:
 
 def cache_profile(state: State, kernel: str, caches: Mapping[str, int], line_bytes: int) -> Profile:
     """Footprint per loop level and estimated misses of the scheduled kernel."""
-    return profile_kernel(state.scheduled(kernel), dict(caches), line_bytes, kernel)
+    return profile_kernel(state.scheduled_func(kernel), dict(caches), line_bytes, kernel)
 
 
 def state_counters(state: State, kernel: str) -> Counters:

@@ -148,7 +148,7 @@ class State:
         ordinary loop steps; refused when the kernel already has a schedule (it is derived from
         the unscheduled kernel). A kernel without a complex op gets its analytic schedule."""
         kernel = self._kernel(kernel)
-        if (kind := self.schedule(kernel).kind) != "default":
+        if (kind := self.kernel_schedule(kernel).kind) != "default":
             raise SessionError(f"kernel {kernel} already has a schedule ({kind}): undo it first, the expert "
                                "schedule starts from the unscheduled kernel")
         try:
@@ -164,7 +164,7 @@ class State:
         """Every kernel that holds a complex op and has no schedule yet, on its expert schedule."""
         state = self
         for k in self.program.plan.kernels:
-            if k.ops and self.graph.node(k.head).kind == "complex" and self.schedule(k.name).kind == "default":
+            if k.ops and self.graph.node(k.head).kind == "complex" and self.kernel_schedule(k.name).kind == "default":
                 state = state.with_expert_schedule(k.name)
         return state
 
@@ -187,7 +187,7 @@ class State:
             return self._with_book(_layout(self.graph, self.book, step))
         kernel = self._kernel(step.target)
         if step.kind == "loop":
-            old = self.schedule(kernel)
+            old = self.kernel_schedule(kernel)
             # a tuned kernel keeps its trace: the step names its blocks and loops (conv_init, ...)
             if old.kind in ("loop steps", "tuned"):
                 base, start = old, self._schs.get(kernel)  # None: never applied, so replayed in full below
@@ -205,7 +205,7 @@ class State:
             for lay in step.get("layouts", []):
                 state = state._with_book(_layout(self.graph, state.book, Step.from_json(lay), fresh=True))
             new = state._with_schedule(state._kernel(step.target), KernelSchedule("tuned", trace=step.get("trace")))
-        new.scheduled(kernel)  # a schedule TVM refuses is refused now, not at build time
+        new.scheduled_func(kernel)  # a schedule TVM refuses is refused now, not at build time
         return new
 
     def _replace(self, **changes: Any) -> State:
@@ -245,7 +245,7 @@ class State:
         """The unscheduled program under the current layouts."""
         return make_program(self.graph, self.book)
 
-    def schedule(self, kernel: str) -> KernelSchedule:
+    def kernel_schedule(self, kernel: str) -> KernelSchedule:
         """The kernel's schedule, as ``policy.choose`` gives it: the session's own (loop steps
         or a tuned trace), else the session's pin of it, else the policy's present choice."""
         own = self.schedules.get(kernel)
@@ -256,7 +256,7 @@ class State:
             self._chosen[kernel] = sched
         return sched
 
-    def scheduled_schedule(self, kernel: str):
+    def tvm_schedule(self, kernel: str):
         """The kernel's ``tvm.s_tir.Schedule`` after its schedule (a new one each call)."""
         return self._schedule_of(kernel).copy()
 
@@ -264,25 +264,25 @@ class State:
         """The kernel's schedule applied (memoized; a push fills it with one step on its
         predecessor's, so only a state that never applied it replays the whole schedule)."""
         if kernel not in self._schs:
-            self._schs[kernel] = self.schedule(kernel).apply(self.program.funcs[kernel])
+            self._schs[kernel] = self.kernel_schedule(kernel).apply(self.program.funcs[kernel])
         return self._schs[kernel]
 
-    def scheduled(self, kernel: str):
+    def scheduled_func(self, kernel: str):
         """The kernel's PrimFunc after its schedule (memoized: pages and replay ask often)."""
         if kernel not in self._funcs:
-            sched = self.schedule(kernel)
+            sched = self.kernel_schedule(kernel)
             self._funcs[kernel] = (self.program.funcs[kernel] if sched.kind == "default"
                                    else self._schedule_of(kernel).mod["main"])
         return self._funcs[kernel]
 
     def scheduled_program(self) -> Program:
-        return self.program.with_funcs({k: self.scheduled(k) for k in self.program.funcs
-                                         if self.schedule(k).kind != "default"})
+        return self.program.with_funcs({k: self.scheduled_func(k) for k in self.program.funcs
+                                         if self.kernel_schedule(k).kind != "default"})
 
     def pinned(self) -> State:
         """This state with every kernel its steps leave unscheduled pinned to its present schedule
         (the session's pins, as a saved file holds them)."""
-        pins = tuple(Pin(k, fingerprint(self.program.funcs[k], self.session.target), self.schedule(k))
+        pins = tuple(Pin(k, fingerprint(self.program.funcs[k], self.session.target), self.kernel_schedule(k))
                      for k in self.program.funcs if k not in self.schedules)
         return self._replace(session=replace(self.session, pins=pins))
 
@@ -361,9 +361,9 @@ def loads_state(text: str) -> State:
     applied): the replayed state."""
     state = replay(parse(text))
     for i, pin in enumerate(state.session.pins):
-        if pin.kernel in state.program.funcs and state.schedule(pin.kernel) is pin.schedule:
+        if pin.kernel in state.program.funcs and state.kernel_schedule(pin.kernel) is pin.schedule:
             try:
-                state.scheduled(pin.kernel)
+                state.scheduled_func(pin.kernel)
             except WorkbenchError as e:
                 raise SessionError(f'field "pinned": entry {i} ({pin.kernel}): {e}') from None
     return state

@@ -50,10 +50,10 @@ def equal_groups(state: State, kernels: list[str]) -> list[list[str]]:
 
 def _disagreement(state: State, kernel: str) -> str | None:
     """How the kernel's schedule changes its results (``agreement``), None when it does not."""
-    if state.schedule(kernel).kind == "default":
+    if state.kernel_schedule(kernel).kind == "default":
         return None
     k = next(k for k in state.program.plan.kernels if k.name == kernel)
-    return disagreement(state.program.funcs[kernel], state.scheduled(kernel), len(k.outputs), state.session.target)
+    return disagreement(state.program.funcs[kernel], state.scheduled_func(kernel), len(k.outputs), state.session.target)
 
 
 def first_correct(state: State, op: str, tries: Mapping[str, Attempt]) -> State:

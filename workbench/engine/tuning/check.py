@@ -54,7 +54,7 @@ def tuned_figures(state: State) -> dict[str, float]:
     for step in state.session.steps:
         if step.kind == "tuned" and (ms := step.get("latency_ms")):
             figures[step.target] = float(ms)
-    return {k: ms for k, ms in figures.items() if k in state.program.funcs and state.schedule(k).kind == "tuned"}
+    return {k: ms for k, ms in figures.items() if k in state.program.funcs and state.kernel_schedule(k).kind == "tuned"}
 
 
 def kernel_times(state: State, values: Mapping[str, np.ndarray] | None = None) -> dict[str, float]:

@@ -32,7 +32,7 @@ def unsettled(state: State, measured: Mapping[str, Any]) -> list[str]:
     """The complex kernels that do not run a tuned schedule measured on their present form
     (``measured``: kernel -> the unscheduled kernel its tuned step was measured on)."""
     return [k for k in complex_kernels(state)
-            if not (state.schedule(k).kind == "tuned" and k in measured
+            if not (state.kernel_schedule(k).kind == "tuned" and k in measured
                     and same_kernel(state.program.funcs[k], measured[k]))]
 
 
@@ -70,6 +70,6 @@ def schedule_the_rest(state: State) -> State:
     op that writes a conv's tiles) take their analytic schedule: unscheduled, a network runs
     50-100x slower."""
     for k in state.program.plan.kernels:
-        if k.ops and state.schedule(k.name).kind == "default" and state.graph.node(k.head).kind != "complex":
+        if k.ops and state.kernel_schedule(k.name).kind == "default" and state.graph.node(k.head).kind != "complex":
             state = first_correct(state, k.head, {"expert": expert_attempt(k.head)})
     return state

@@ -220,7 +220,7 @@ def tune_network(session: Session, stage: str, budget: int, work_dir: Path, opti
     if options.keep_faster and stage == "joint":  # the loop stage's kernels already include their expert seeds
         contenders = {"tuned": state, "expert": _expert_network(start),
                       **{label: replay(s) for label, s in (seeds or {}).items()}}
-        if not any(start.schedule(k).kind == "default" for k in start.program.funcs):
+        if not any(start.kernel_schedule(k).kind == "default" for k in start.program.funcs):
             contenders["start"] = start
         times = dict((time_networks or time_states)(contenders))
         kept = min(times, key=lambda k: times[k] * (1.0 if k == "tuned" else _MARGIN))
@@ -239,7 +239,7 @@ def _expert_network(state: State) -> State:
     others on their analytic ones."""
     heads = {k.name: k.head for k in state.program.plan.kernels}
     for k in complex_kernels(state):
-        if state.schedule(k).kind == "default":
+        if state.kernel_schedule(k).kind == "default":
             state = first_correct(state, k, {"expert": expert_attempt(heads[k])})
     return schedule_the_rest(state)
 
@@ -264,7 +264,7 @@ def _joint(state: State, budget: int, work_dir: Path, options: TuneOptions, meas
         for twin in share.twins:
             state = _take_twin(state, res, twin)
         for member in (op, *share.twins):
-            if state.schedule(kernel := state.home_kernel(member)).kind == "tuned":
+            if state.kernel_schedule(kernel := state.home_kernel(member)).kind == "tuned":
                 measured[kernel] = res.func
     traces = {s.target: s.get("trace") for s in state.session.steps if s.kind == "tuned"}
     return settle(state, measured, traces, work_dir / "settle", max(1, budget - used), options, measurers)

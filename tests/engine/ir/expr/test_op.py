@@ -84,14 +84,14 @@ def test_a_session_on_an_expr_file_takes_its_expert_schedule_and_loop_primitives
     expert = state.with_expert_schedules()
     kernel = expert.home_kernel("conv")
     assert len(expert.session.steps) > len(state.session.steps)  # its expert steps, as loop steps
-    assert expert.schedule(kernel).kind != "default"
+    assert expert.kernel_schedule(kernel).kind != "default"
     assert expert.scheduled_program().build().verify().ok
     # a loop primitive by hand on the unscheduled kernel: parallel on its outermost loop
     func = state.program.funcs[kernel]
     block = list_blocks(func)[0]
     outer = list_loops(func, block)[0].name
     laid = state.push(loop_step("parallel", kernel, block=block, loop=outer))
-    assert laid.schedule(kernel).kind != "default"
+    assert laid.kernel_schedule(kernel).kind != "default"
     assert laid.scheduled_program().build().verify().ok
 
 
@@ -121,5 +121,5 @@ def test_loop_tuning_of_an_expr_session_gives_a_network_that_still_verifies(tmp_
     tuned = tune_network(new_session(spec, "conv_act"), "loop", 4, tmp_path / "work", TuneOptions(keep_faster=False))
     state = replay(tuned.session)
     kernel = state.home_kernel("conv")
-    assert state.schedule(kernel).kind != "default"
+    assert state.kernel_schedule(kernel).kind != "default"
     assert state.scheduled_program().build().verify().ok

@@ -86,7 +86,7 @@ def test_the_expert_baseline_is_the_schedule_policys_for_a_softmax_too():
     funcs, why = expert_kernels(start, ["softmax", "scores", "gone"])
     assert why == {"gone": "the starting layouts fuse this kernel otherwise"} and set(funcs) == {"softmax", "scores"}
     for k in funcs:
-        tvm.ir.assert_structural_equal(funcs[k], start.with_expert_schedule(k).scheduled(k))
+        tvm.ir.assert_structural_equal(funcs[k], start.with_expert_schedule(k).scheduled_func(k))
 
 
 @pytest.mark.slow

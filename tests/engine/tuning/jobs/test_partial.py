@@ -17,8 +17,8 @@ def test_a_stopped_loop_runs_measured_kernels_take_their_best_trace(tmp_path):
     assert (conv.kernel, round(conv.best_ms, 6), conv.measurements, conv.kept) == ("conv", 0.728, 3, True)
     tuned = [s for s in got.state.session.steps if s.kind == "tuned"]
     assert [(s.target, round(s.get("latency_ms"), 6), s.get("stage")) for s in tuned] == [("conv", 0.728, "loop")]
-    assert got.state.schedule("conv").kind == "tuned"
-    assert got.state.schedule("pad").kind != "default"  # as a finished run leaves it: its analytic schedule
+    assert got.state.kernel_schedule("conv").kind == "tuned"
+    assert got.state.kernel_schedule("pad").kind != "default"  # as a finished run leaves it: its analytic schedule
     assert replay(got.state.session).session.key() == got.state.session.key()  # the applied session replays
     assert got.text().startswith("1 kernel takes its best trace so far: conv 0.7280 ms (3 measurements)")
 

@@ -112,4 +112,4 @@ def test_a_session_job_with_baselines_replays_its_session_once(tmp_path, replays
     result = json.loads((tmp_path / "job" / "result.json").read_text())
     ((a, b),) = timed
     assert a.session.key() == start.key() and json.loads(json.dumps(b.session.to_json())) == result["session"]
-    assert result["baselines"] == [] and b.schedule("gmm").kind == "tuned"
+    assert result["baselines"] == [] and b.kernel_schedule("gmm").kind == "tuned"

@@ -147,7 +147,7 @@ def tuned_kernels(start: State, tuned: State) -> list[str]:
     out: list[str] = []
     for step in tuned.session.steps[len(start.session.steps):]:
         if step.kind == "tuned" and (k := tuned.home_kernel(step.target)) not in out \
-                and tuned.schedule(k).kind == "tuned":
+                and tuned.kernel_schedule(k).kind == "tuned":
             out.append(k)
     return out
 
