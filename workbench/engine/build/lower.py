@@ -43,7 +43,7 @@ def _true(cond: Any) -> bool:
 
 
 class _Reader:
-    """An op's input read at logical indices through its stored layout (an ``ops.Reader``)."""
+    """An op's input read at logical indices through its stored layout (an ``ops_registry.Reader``)."""
 
     def __init__(self, plan: Plan, tensor: str, buffer: str, ten: te.Tensor) -> None:
         self.ten, self.tensor, self.book = ten, tensor, plan.book

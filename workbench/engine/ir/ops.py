@@ -16,11 +16,10 @@ from ..base.errors import GraphError
 from . import ops_matmul, ops_reduce, ops_shape  # noqa: F401 - their import registers their ops
 from .ops_conv import tconv_executed_macs
 from .ops_elementwise import elementwise
-from .ops_registry import (OPS, OpDef, Reader, Shape, f32, margin, names_for, per_dim, reduce_axis, reduce_stage,
-                           register)
+from .ops_registry import OPS, OpDef, names_for, per_dim, reduce_axis, reduce_stage, register
 
-__all__ = ["OpDef", "OPS", "Reader", "Shape", "elementwise", "f32", "margin", "names_for", "per_dim", "reduce_axis",
-           "reduce_stage", "register", "tconv_executed_macs"]
+__all__ = ["OpDef", "OPS", "elementwise", "names_for", "per_dim", "reduce_axis", "reduce_stage", "register",
+           "tconv_executed_macs"]
 
 
 def _refuse_compute(readers, shapes, a, out):

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from .apply import apply_step, apply_steps
 from .basic import basic_schedule
-from .checks import free_and_given
-from .nest import (FuncOrSchedule, LoopInfo, block_nest, block_nests, block_writes, diff, list_blocks, list_loops,
-                   printed_loop_names, script, visit_nodes, walk_nest)
-from .specs import PRIMITIVES, PrimitiveSpec, loop_step
+from .nest import LoopInfo, block_nest, block_writes, diff, list_blocks, list_loops, script, visit_nodes, walk_nest
+from .specs import PRIMITIVES, loop_step
 from .trace import apply_trace_json, empty_schedule, trace_json
 
-__all__ = ["visit_nodes", "loop_step", "LoopInfo", "PrimitiveSpec", "PRIMITIVES", "FuncOrSchedule", "list_blocks",
-           "list_loops", "block_nest", "block_nests", "printed_loop_names", "free_and_given", "block_writes",
-           "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json", "empty_schedule",
-           "walk_nest", "basic_schedule"]
+__all__ = ["visit_nodes", "loop_step", "LoopInfo", "PRIMITIVES", "list_blocks", "list_loops", "block_nest",
+           "block_writes", "apply_step", "apply_steps", "script", "diff", "trace_json", "apply_trace_json",
+           "empty_schedule", "walk_nest", "basic_schedule"]

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Protocol
 import numpy as np
 
 from .check import kind_of
-from .nodes import COMPARISONS, Access, Binary, Call, Name, Node, Num, Unary
+from .nodes import COMPARISONS, Access, Call, Name, Node, Num, Unary
 
 __all__ = ["Backend", "NumPyBackend", "fold_index", "fold_value"]
 

@@ -21,12 +21,12 @@ from tvm import tirx
 from ...loops.primitives import list_blocks
 from ...base.step import Step
 from ...build.targets import VectorUnit
-from .analysis import Access, Analysis, analyse, main_block, plain_write, vector_reads
+from .analysis import Analysis, analyse, main_block, plain_write, vector_reads
 from ..builder import KernelStepBuilder
 from .pad_stages import pads, parallel_pass, plane_loops, reads_own_slice
 from .plan import Tile, gathers, plan
 
-__all__ = ["Access", "Analysis", "Tile", "analyse", "plan", "tile_steps", "main_block"]
+__all__ = ["Analysis", "Tile", "analyse", "plan", "tile_steps", "main_block"]
 
 #: most taps of a transposed conv's phase to unroll inside its channel loop, where its rows are
 #: q: left to LLVM, the taps keep a loop whose rows' addresses go to the stack (where the vector
