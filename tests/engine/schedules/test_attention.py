@@ -43,6 +43,7 @@ SHAPES = {
     "odd-decode": (6, 3, 1, 38, 16, True),
     "odd-chunk": (6, 3, 5, 37, 24, True),
     "odd-vector-keys": (6, 3, 15, 48, 16, True),
+    "one-vector-of-keys": (2, 1, 3, 20, 8, True),
     "not-causal": (4, 2, 40, 40, 8, False),
 }
 
@@ -77,11 +78,19 @@ def test_heads_and_query_blocks_run_in_parallel_with_every_stage_under_them() ->
     assert list_loops(sch, "attn_qk")[-1].kind == "vectorized"
 
 
-def test_a_decode_step_runs_its_heads_in_parallel() -> None:
+def test_a_decode_step_runs_its_heads_in_parallel_and_its_whole_vectors_of_keys_as_vectors() -> None:
+    """129 keys: the 128 of whole vectors partitioned from the last one, and vectorized."""
     prog = _attention(32, 4, 1, 129, 64)
     func = prog.funcs["op"]
-    loops = list_loops(apply_steps(func, attention_steps(func, "op", HOST)), "op")
+    steps = attention_steps(func, "op", HOST)
+    sch = apply_steps(func, steps)
+    loops = list_loops(sch, "op")
     assert loops[0].kind == "parallel" and loops[0].extent == 32
+    (cut,) = [s for s in steps if s.primitive == "loop_partition"]
+    assert cut.kwargs["factors"][0] == 128
+    whole = next(b for b in list_blocks(sch) if b.startswith("attn_qk") and any(
+        lp.kind == "vectorized" for lp in list_loops(sch, b)))
+    assert [lp.extent for lp in list_loops(sch, whole) if lp.kind == "vectorized"][0] in (4, 8, 16)
 
 
 def test_query_blocks_divide_the_queries_and_keep_a_block_small() -> None:

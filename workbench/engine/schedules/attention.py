@@ -90,13 +90,27 @@ def attention_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[S
         b.do("compute_at", block=producer, target_block=out, loop=row)
     b.do("vectorize", block="attn_prob", loop=b.loops("attn_prob")[-1].name)
     # 3. the scores: a vector of keys accumulated over the head dim (Q broadcast, K strided)
-    *_, keys, dim = b.loops("attn_qk")
-    if keys.extent % lanes == 0 and keys.extent > lanes:
-        b.do("split", block="attn_qk", loop=keys.name, factors=[None, lanes])
-        k_o, k_i = (lp.name for lp in b.loops("attn_qk")[-3:-1])
-        b.do("reorder", block="attn_qk", loops=[k_o, dim.name, k_i])
-        b.do("vectorize", block="attn_qk", loop=k_i)
+    _score_vectors(b, lanes)
     return b.steps
+
+
+def _score_vectors(b: KernelStepBuilder, lanes: int) -> None:
+    """The scores' key loop split by ``lanes`` and vectorized inside the head-dim loop; keys that
+    no whole vector covers (a decode step's cache and its own position) partitioned off first,
+    left scalar."""
+    block = "attn_qk"
+    *_, keys, dim = b.loops(block)
+    whole = keys.extent - keys.extent % lanes
+    if whole == 0:
+        return
+    if whole < keys.extent:
+        b.do("loop_partition", block=block, loop=keys.name, factors=[whole, None])
+        block = f"{block}_{keys.name}0"
+        *_, keys, dim = b.loops(block)
+    b.do("split", block=block, loop=keys.name, factors=[None, lanes])
+    k_o, k_i = (lp.name for lp in b.loops(block)[-3:-1])
+    b.do("reorder", block=block, loops=[k_o, dim.name, k_i])
+    b.do("vectorize", block=block, loop=k_i)
 
 
 def _example() -> tirx.PrimFunc:
