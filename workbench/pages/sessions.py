@@ -1,5 +1,5 @@
 """Sessions: save, open (from ``sessions/`` or an upload), download, export as a MetaSchedule
-tuning record, and replay headlessly as a job in a worker process (``tuning.worker``)."""
+tuning record, and replay headlessly as a job in a worker process (``tuning.jobs.worker``)."""
 
 from __future__ import annotations
 

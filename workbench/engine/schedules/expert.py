@@ -41,7 +41,7 @@ def expert_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step
     Returns
     -------
     list of Step
-        Loop steps that ``loops.apply_steps(func, steps)`` applies.
+        Loop steps that ``loops.apply.apply_steps(func, steps)`` applies.
 
     Raises
     ------

@@ -1,7 +1,7 @@
 """ALT's joint layout + loop stage (paper section 5) for one complex op.
 
-The layout space comes from the one-level templates (``layouts.alt_tiled`` for the conv
-family: output tiles per spatial dim, ``ot``, ``it``; ``layouts.nkn`` for GMM: ``m``, ``n``; for
+The layout space comes from the one-level templates (``presets.alt_tiled`` for the conv
+family: output tiles per spatial dim, ``ot``, ``it``; ``presets.nkn`` for GMM: ``m``, ``n``; for
 an expression op that is a contraction, its output ``blocked`` along one dim, the block innermost).
 *Cross exploration*: a layout candidate is scored by its kernel's expert schedule (the seed of
 a MetaSchedule loop tuning of ``options.per_candidate`` measurements, one by default: so the

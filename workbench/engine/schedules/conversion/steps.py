@@ -51,7 +51,7 @@ def conversion_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[
     Returns
     -------
     list of Step
-        ``loop`` steps that ``loops.apply_steps(func, steps)`` applies.
+        ``loop`` steps that ``loops.apply.apply_steps(func, steps)`` applies.
 
     Raises
     ------
