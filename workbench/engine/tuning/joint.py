@@ -1,20 +1,16 @@
 """ALT's joint layout + loop stage (paper section 5) for one complex op.
 
-The layout space comes from the one-level templates (``presets.alt_tiled`` for the conv
-family: output tiles per spatial dim, ``ot``, ``it``; ``presets.nkn`` for GMM: ``m``, ``n``; for
-an expression op that is a contraction, its output ``blocked`` along one dim, the block innermost).
-*Cross exploration*: a layout candidate is scored by its kernel's expert schedule (the seed of
-a MetaSchedule loop tuning of ``options.per_candidate`` measurements, one by default: so the
-joint share scores as many layouts as it has measurements); only candidates whose vectorized
-dim fills whole vector registers of the target are proposed. A layout's score adds the time of
-the stand-alone conversions it brings to the graph beyond the default layout's: each distinct
-conversion kernel is built with its analytic schedule and timed once (``ConversionCosts``; at
-the machine's copy bandwidth when candidates are timed over RPC). The search over candidates is a local search
-guided by a cost model (XGBoost on template features, trained on the candidates scored so
-far; see ``_pick``), which must beat random sampling at the same budget;
-``TuneOptions(search="random")`` is that baseline. The default layout is always the first
-candidate, so the joint result is measured against it too. The result is a session ``Step``
-(``JointResult.step``).
+The layout space comes from the one-level templates (``presets.alt_tiled`` for the conv family:
+output tiles per spatial dim, ``ot``, ``it``; ``presets.nkn`` for GMM: ``m``, ``n``; for a
+contraction expression op, its output ``blocked`` along one dim, the block innermost). *Cross
+exploration*: a layout candidate is scored by its kernel's expert schedule (the seed of a
+MetaSchedule loop tuning of ``options.per_candidate`` measurements, one by default); only
+candidates whose vectorized dim fills whole vector registers are proposed. A score adds the time
+of the stand-alone conversions the layout brings beyond the default layout's (``ConversionCosts``).
+The search is a local search guided by a cost model (XGBoost on template features; ``_pick``),
+which must beat random sampling at the same budget (``TuneOptions(search="random")``). The
+default layout is always the first candidate, so the result is measured against it too; the
+result is a session ``Step`` (``JointResult.step``).
 """
 
 from __future__ import annotations

@@ -3,11 +3,10 @@ shape, the reduction indices, its kind for layouts and its FLOP count (``ExprOp`
 
 Extents: an index read plainly by some dim (``w[k, c, r, s]``: ``r`` is ``w``'s dim 2) takes that
 dim's extent, and all such dims must agree; one read only inside larger index expressions
-(``inp[n, c, 2*y + r, ...]``) takes the largest extent that keeps the read inside its tensor, and
-reads that give different extents are ambiguous. A declared output shape fixes the output's
-indices, a ``for`` clause the reduction indices it names. Every read must lie inside its tensor
-(no implicit padding) wherever the guards it sits under hold: a guard is a ``where`` condition
-on indices alone, ``where(h >= 1, x[h - 1], 0)`` pads.
+(``inp[n, c, 2*y + r, ...]``) takes the largest extent that keeps the read inside its tensor. A
+declared output shape fixes the output's indices, a ``for`` clause the reduction indices it
+names. Every read must lie inside its tensor (no implicit padding) wherever its guards hold: a
+guard is a ``where`` condition on indices alone, ``where(h >= 1, x[h - 1], 0)`` pads.
 
 Kinds (``ops.OpDef.kind``): ``complex`` for a sum of products of two or more tensors read with a
 reduction index (convolutions, matmuls, capsule convs: layouts are tuned for it),

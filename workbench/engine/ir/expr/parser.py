@@ -7,9 +7,8 @@ or ``ast``, so the served app runs no user text). Grammar::
                | ("-" | "not") expr | NUMBER | NAME | access | FUNCTION "(" expr ("," expr)* ")" | "(" expr ")"
 
 Operators bind as in Python (``nodes.PRECEDENCE``); comparisons do not chain. FUNCTION is one
-of ``nodes.FUNCTIONS``. What each part may be (index, value, condition) is ``check``'s. The
-``for`` clause gives reduction indices their extents (derived gradients iterate over indices no
-read bounds on its own).
+of ``nodes.FUNCTIONS``; what each part may be (index, value, condition) is ``check``'s. The
+``for`` clause gives reduction indices their extents (for indices no read bounds on its own).
 
 >>> print(parse("out[i, j] = max(a[i, j], 0) * b[j]"))
 out[i, j] = max(a[i, j], 0) * b[j]
