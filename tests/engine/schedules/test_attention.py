@@ -11,8 +11,10 @@ import pytest
 from workbench.engine.base.errors import LoopError
 from workbench.engine.build.program import make_program
 from workbench.engine.ir.graph import GraphBuilder
+from workbench.engine.layout.book import LayoutBook
+from workbench.engine.layout.keys import apply_layout
 from workbench.engine.loops.primitives import apply_steps, list_blocks, list_loops
-from workbench.engine.schedules.attention import ATTENTION_BLOCKS, attention_steps, query_block
+from workbench.engine.schedules.attention import ATTENTION_BLOCKS, attention_steps, is_attention, query_block
 from workbench.engine.schedules.policy import analytic_steps, choose
 
 torch = pytest.importorskip("torch")
@@ -20,12 +22,17 @@ torch = pytest.importorskip("torch")
 HOST = {"kind": "llvm", "num-cores": 2}
 
 
-def _attention(heads: int, kv: int, queries: int, keys: int, dim: int, causal: bool = True, batch: int = 1):
+def _attention(heads: int, kv: int, queries: int, keys: int, dim: int, causal: bool = True, batch: int = 1,
+               layouts: tuple = ()):
+    """The attention program; ``layouts``: (tensor, layout primitive, args) applied first."""
     b = GraphBuilder("attn")
     q = b.input("q", (batch, heads, queries, dim))
     k, v = (b.input(n, (batch, kv, keys, dim)) for n in ("k", "v"))
     b.op("op", "attention", q, k, v, causal=causal)
-    return make_program(b.build())
+    graph, book = b.build(), LayoutBook()
+    for tensor, primitive, args in layouts:
+        book = apply_layout(graph, book, tensor, primitive, args)
+    return make_program(graph, book)
 
 
 def _torch(values, causal: bool):
@@ -117,3 +124,21 @@ def test_another_kernel_is_refused() -> None:
     assert tuple(list_blocks(prog.funcs[kernel])[:-1]) != ATTENTION_BLOCKS
     with pytest.raises(LoopError, match="not an attention kernel"):
         attention_steps(prog.funcs[kernel], kernel, HOST)
+
+
+def test_inputs_in_other_layouts_are_scheduled_and_an_output_in_one_is_refused() -> None:
+    """K read with its head dim blocked (a converted input): the same schedule, still right. An
+    output stored with its head dim blocked has other loops than the scores: refused, not
+    blocked along the wrong loop (the policy gives it what it gave before)."""
+    blocked_k = (("k", "split", {"dim": 3, "factors": [2, 8]}), ("k", "reorder", {"perm": [0, 1, 3, 2, 4]}))
+    prog = _attention(6, 3, 1, 38, 16, layouts=blocked_k)
+    (kernel,) = [k.name for k in prog.plan.kernels if "op" in k.ops]
+    func = prog.funcs[kernel]
+    scheduled = apply_steps(func, attention_steps(func, kernel, HOST)).mod["main"]
+    assert prog.with_funcs({kernel: scheduled}).build(HOST).verify().ok
+    blocked_out = (("op", "split", {"dim": 3, "factors": [2, 8]}), ("op", "reorder", {"perm": [0, 1, 3, 2, 4]}))
+    prog = _attention(6, 3, 37, 37, 16, layouts=blocked_out)
+    (kernel,) = [k.name for k in prog.plan.kernels if "op" in k.ops]
+    with pytest.raises(LoopError, match="another layout"):
+        attention_steps(prog.funcs[kernel], kernel, HOST)
+    assert not is_attention(prog.funcs[kernel])

@@ -20,7 +20,7 @@ from tvm import tirx
 from ..base.errors import LoopError
 from ..base.step import Step
 from ..build.targets import target_cores, vector_unit
-from ..loops.primitives import list_blocks
+from ..loops.primitives import list_blocks, list_loops
 from .builder import KernelStepBuilder
 
 __all__ = ["ATTENTION_BLOCKS", "attention_steps", "is_attention", "query_block"]
@@ -32,8 +32,18 @@ _BLOCK_BYTES = 16 * 1024
 
 
 def is_attention(func: tirx.PrimFunc) -> bool:
-    """Whether ``func`` is the attention kernel alone (its four stages and the output block)."""
-    return tuple(list_blocks(func)[:-1]) == ATTENTION_BLOCKS
+    """Whether ``func`` is the attention kernel alone (its four stages and the output block)
+    writing its output as (..., heads, queries, head dim): what ``attention_steps`` schedules."""
+    blocks = list_blocks(func)
+    return tuple(blocks[:-1]) == ATTENTION_BLOCKS and not _laid_out(func, blocks[-1])
+
+
+def _laid_out(func: tirx.PrimFunc, out: str) -> bool:
+    """Whether the output's loops are not the scores' (..., queries) then the head dim: an output
+    stored in another layout (its loops follow that layout's dims)."""
+    scores = [lp.extent for lp in list_loops(func, "attn_qk") if not lp.reduction]
+    written = [lp.extent for lp in list_loops(func, out) if not lp.reduction]
+    return len(written) != len(scores) or written[:-1] != scores[:-1]
 
 
 def query_block(queries: int, keys: int) -> int:
@@ -49,7 +59,7 @@ def query_block(queries: int, keys: int) -> int:
 
 def attention_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[Step]:
     """Loop steps for the attention kernel (see the module docstring). Raises ``LoopError`` for
-    another kernel.
+    another kernel, or an attention output stored in another layout.
 
     >>> from workbench.engine.schedules.attention import _example
     >>> for s in attention_steps(_example(), "attn", {"kind": "llvm", "mcpu": "haswell", "num-cores": 2})[:5]:
@@ -61,10 +71,13 @@ def attention_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[S
     vectorize(block='op', loop='i3')
     """
     blocks = list_blocks(func)
-    if not is_attention(func):
+    if tuple(blocks[:-1]) != ATTENTION_BLOCKS:
         raise LoopError(f"kernel {kernel!r} is not an attention kernel alone (blocks {blocks}); "
                         f"attention_steps wants {list(ATTENTION_BLOCKS)} then the output")
     out = blocks[-1]
+    if _laid_out(func, out):
+        raise LoopError(f"kernel {kernel!r} writes its attention output in another layout: attention_steps "
+                        "blocks the queries of an output stored (..., heads, queries, head dim)")
     lanes, cores = vector_unit(target).lanes, target_cores(target)
     b = KernelStepBuilder(func, kernel)
     *lead, s, d, t = (lp.name for lp in b.loops(out))
