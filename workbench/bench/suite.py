@@ -38,7 +38,7 @@ from workbench.engine.schedules.policy import KernelSchedule, scheduled_funcs
 from workbench.engine.build.program import Built, make_program
 from workbench.engine.measure.ceilings import copy_bandwidth, peak_call, peak_kernel_shape
 from workbench.engine.measure.conversion_rates import conversion_bytes
-from workbench.engine.measure.kernel_time import conversions_timer, evaluator_timer, kernel_timer  # noqa: F401 (the suites')
+from workbench.engine.measure.kernel_time import conversions_timer, evaluator_timer, kernel_timer
 from .suite_row import BenchRow, COLUMNS, RATIOS, TITLES, ratio
 from .tables import fmt, geomean, summary_ratio, write_tables
 from workbench.engine.build.targets import cpu_name, target_cores

@@ -7,6 +7,7 @@ import platform
 
 import pytest
 
+from workbench.engine.build.asm import innermost_loops, stack_accesses
 from workbench.engine.build.targets import DEFAULT_TARGET, vector_unit
 from workbench.engine.measure import peak
 from workbench.engine.measure.peak import PeakKernel, peak_kernel_shape
@@ -24,7 +25,7 @@ def test_peak_kernel_fills_the_fma_pipes_within_the_register_file(mcpu):
 
 
 def _fma_loop(asm: str) -> list[str]:
-    loops = [lp for lp in peak.innermost_loops(asm) if any(i.startswith("vfmadd") for i in lp)]
+    loops = [lp for lp in innermost_loops(asm) if any(i.startswith("vfmadd") for i in lp)]
     assert len(loops) == 1, f"expected one innermost loop with FMAs, found {len(loops)}"
     return loops[0]
 
@@ -42,14 +43,14 @@ def test_peak_kernel_hot_loop_is_vector_fmas_without_spills(target):
     fmas = [i for i in loop if i.startswith("vfmadd")]
     assert len(fmas) >= shape.accumulators and all(i.count(reg) == 3 for i in fmas)
     assert len({i.split(",")[-1].strip() for i in fmas}) == shape.accumulators  # one register per chain
-    assert peak.stack_accesses(loop) == []
+    assert stack_accesses(loop) == []
 
 
 @x86
 def test_the_old_sixteen_lane_kernel_spills_on_avx2():
     """The control: 8 chains of 16 lanes (two ymm each) and 2 constants overflow 16 registers."""
     old = PeakKernel(lanes=16, accumulators=8, constants=2, registers=16, isa="AVX2")
-    spills = peak.stack_accesses(_fma_loop(peak.peak_kernel_asm({"kind": "llvm", "mcpu": "znver3"}, old)))
+    spills = stack_accesses(_fma_loop(peak.peak_kernel_asm({"kind": "llvm", "mcpu": "znver3"}, old)))
     assert spills and all("ymm" in i for i in spills)
 
 
@@ -57,9 +58,9 @@ def test_innermost_loops_are_found_in_att_assembly():
     asm = "\n".join(["f:", ".LBB0_1:", "\tvmovups (%rdi), %ymm0", ".LBB0_2:", "\t.loc 1 2 3",
                      "\tvfmadd213ps %ymm1, %ymm2, %ymm0", "\tvmovups %ymm3, 16(%rsp)", "\tdecl %ecx",
                      "\tjne .LBB0_2", "\tjmp .LBB0_1", "\tretq"])
-    (inner,) = peak.innermost_loops(asm)
+    (inner,) = innermost_loops(asm)
     assert inner == ["vfmadd213ps %ymm1, %ymm2, %ymm0", "vmovups %ymm3, 16(%rsp)", "decl %ecx", "jne .LBB0_2"]
-    assert peak.stack_accesses(inner) == ["vmovups %ymm3, 16(%rsp)"]
+    assert stack_accesses(inner) == ["vmovups %ymm3, 16(%rsp)"]
 
 
 def test_clock_comes_from_cpufreq_then_cpuinfo(tmp_path):

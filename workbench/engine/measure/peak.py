@@ -16,12 +16,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..build.asm import innermost_loops, stack_accesses  # noqa: F401 (re-exported: the peak kernel's checks)
 from ..build.targets import target_cores, target_from, vector_unit
 
 __all__ = ["FMA_PORTS", "FMA_LATENCY", "PeakKernel", "peak_kernel_shape", "peak_kernel",
-           "peak_kernel_asm", "peak_call", "peak_gflops", "cpu_clock", "build_main", "best_seconds",
-           "innermost_loops", "stack_accesses"]
+           "peak_kernel_asm", "peak_call", "peak_gflops", "cpu_clock", "build_main", "best_seconds"]
 
 _SYS_CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
 _PROC_CPUINFO = Path("/proc/cpuinfo")
