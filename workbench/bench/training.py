@@ -1,4 +1,4 @@
-"""The benchmark behind ``python -m workbench bench --suite training`` (#47, deliverable 4): one
+"""The benchmark behind ``python -m workbench bench --suite training``: one
 SGD training step (forward, backward, update) of each training example
 (``models.training_examples``), ours against PyTorch eager and ``torch.compile``, timed in turn
 (``interleave.remeasure``).

@@ -1,4 +1,4 @@
-"""Expression ops (issue #47, after NeoFlow): operators written in index notation, such as
+"""Expression ops (after NeoFlow): operators written in index notation, such as
 ``out[n, k, y, x] += inp[n, c, 2*y + r, 2*x + s] * w[k, c, r, s]``, parsed by a small grammar
 (``parser``; never Python's ``eval``), checked against their input shapes (``define``), defined in
 TE (``compute``), computed by a NumPy interpreter as their reference (``interp``) and registered
