@@ -1,4 +1,4 @@
-"""The command line on ``.expr`` files (expression ops, issue #47), run as a user would in a
+"""The command line on ``.expr`` files (expression ops), run as a user would in a
 subprocess: ``import`` writes a session, ``replay`` builds and checks it against the NumPy
 interpreter, ``run`` computes its outputs from .npy inputs; a bad file exits 2 in one line."""
 

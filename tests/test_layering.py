@@ -58,7 +58,7 @@ def test_package_respects_layering(folder):
     assert not bad, f"forbidden imports: {bad}"
 
 
-########## Import cycles (issue #42) ##########
+########## Import cycles ##########
 
 def module_names(root: Path, package: str) -> dict[str, Path]:
     """Every module of ``package`` under ``root``, by its dotted name (a package by its own)."""
@@ -123,7 +123,7 @@ def test_the_package_has_no_import_cycle():
     assert not ALLOWED_CYCLES - cycles, f"gone, delete from ALLOWED_CYCLES: {sorted(ALLOWED_CYCLES - cycles)}"
 
 
-########## Private names (issue #42) ##########
+########## Private names ##########
 
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.endswith("__")
@@ -192,7 +192,7 @@ def test_no_module_takes_another_modules_private_name():
     assert not ALLOWED_PRIVATE - found, f"gone, delete from ALLOWED_PRIVATE: {sorted(ALLOWED_PRIVATE - found)}"
 
 
-########## Layers (issue #42) ##########
+########## Layers ##########
 
 #: The engine's subpackages, lowest first: a module may import from its own layer and the ones
 #: before it, never from a later one. Above the engine: figure builders, benchmarks, the CLI, the app.

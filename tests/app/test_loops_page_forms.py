@@ -195,4 +195,4 @@ def test_a_measured_variant_is_named_after_its_whole_action_chain(at):
     steps = session(at).steps
     chain = table["action chain"].iloc[-1]
     assert len(steps) >= 1 and all(s.primitive in chain for s in steps), (chain, steps)
-    assert table["variant"].iloc[-1] == "v1"  # short, for legends: the chain has a column of its own (#45)
+    assert table["variant"].iloc[-1] == "v1"  # short, for legends: the chain has a column of its own

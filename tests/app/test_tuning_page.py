@@ -94,7 +94,7 @@ def test_the_trial_table_and_the_curves_number_the_runs_measurements_alike(at, t
     assert list(points["x"]) == list(trials["measurement"])
 
 
-########## Applied, Undo, a stopped run's best so far (#45 item 5, found 5-7) ##########
+########## Applied, Undo, a stopped run's best so far ##########
 
 _TIMED = KernelBaselines("conv", Stats(0.63, 0.62, 0.65, 3), {"start": Stats(0.91, 0.90, 0.93, 3),
                                                               "expert": Stats(0.64, 0.60, 0.70, 3),

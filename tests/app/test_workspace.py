@@ -86,7 +86,7 @@ def test_the_built_in_networks_open_from_the_model_picker(at):
     assert at.selectbox(key="model_pick").value == "bert_layer"
 
 
-########## Reloads and restarts (#45) ##########
+########## Reloads and restarts ##########
 
 def test_the_workspace_id_comes_back_to_the_url_after_a_page_switch(at):
     wid = at.query_params["ws"]
@@ -125,7 +125,7 @@ def test_a_reload_restores_the_last_tuning_run_with_its_curves_and_it_can_be_app
     assert session(again).key() == job.tuned_state(again.session_state["wid"]).session.key()  # the run's result
 
 
-########## Nothing stale (#45) ##########
+########## Nothing stale ##########
 
 def test_the_session_name_field_follows_the_open_session(at, monkeypatch):
     from tests.app.apptest import upload_model
@@ -200,7 +200,7 @@ def test_page_memos_of_another_model_are_forgotten(at):
     assert not at.exception, at.exception
 
 
-########## Errors in one line (#45) ##########
+########## Errors in one line ##########
 
 def test_a_model_that_fails_to_open_changes_nothing_and_can_be_picked_again(at, monkeypatch):
     import functools

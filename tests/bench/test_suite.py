@@ -346,7 +346,7 @@ def test_the_network_benchmark_runs_every_contender_and_checks_ours_against_pyto
     assert sum(float(r["ours_ms"]) for r in segments) == pytest.approx(sum(ms), rel=0.01)
     assert all(float(r["onnxruntime_ms"]) > 0 and float(r["openvino_ms"]) >= 0 for r in segments)
     assert not unmapped["onnxruntime_ms"] and not unmapped["onnx_nodes"]
-    tuned = [k for k in kernels if k["tuned_ms"]]  # each tuned kernel beside its tuning's figure (#48)
+    tuned = [k for k in kernels if k["tuned_ms"]]  # each tuned kernel beside its tuning's figure
     kept = json.loads((tmp_path / "work" / "bert_layer" / "ours_network.json").read_text())["kept"]
     assert bool(tuned) == (kept == "tuned")  # at a budget of 12 the expert network may win: it has no tuning figures
     assert all(float(k["vs_tuned"]) == pytest.approx(float(k["ms"]) / float(k["tuned_ms"]), rel=0.01) for k in tuned)

@@ -1,4 +1,4 @@
-"""The Profile page in a real browser at the issue's narrow window (#45 item 3): the roofline
+"""The Profile page in a real browser at a narrow window (1000 px): the roofline
 draws every measured point inside its plot, the plot keeps most of the figure's width (the
 legend, with short variant names, sits below it) and its axis titles are whole."""
 

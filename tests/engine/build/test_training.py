@@ -1,6 +1,6 @@
 """A training step as one compiled network (``engine.build.training``): every output of the
 network against the step graph's NumPy reference on random data, and 20 SGD steps with the
-updated parameters fed back, against PyTorch's SGD from the same weights (#47's test)."""
+updated parameters fed back, against PyTorch's SGD from the same weights."""
 
 from __future__ import annotations
 

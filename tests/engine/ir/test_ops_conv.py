@@ -1,4 +1,4 @@
-"""Transposed convolutions by stride phases (issue #11, part 4): PyTorch parity over strides
+"""Transposed convolutions by stride phases (``ops_conv``): PyTorch parity over strides
 1-3, odd and even kernels, paddings and output paddings in 1-D, 2-D and 3-D; the lowered loop
 nest sums only the taps of each output's phase (no conditional in the reduction), and it
 executes exactly the FLOP count's multiply-adds, or more by exactly the zero-padded weight taps

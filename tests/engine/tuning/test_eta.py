@@ -1,6 +1,6 @@
-"""The smoothed time left of a tuning run (issue #45, found 10: 2:51, 3:53, 0:51, 1:24, 0:45 within
-25 s): polled as the page polls, on synthetic measurement times, it never grows while the pace
-holds, and follows a pace that changes by more than 30%."""
+"""The smoothed time left of a tuning run (``eta``): polled as the page polls, on synthetic
+measurement times, it never grows while the pace holds, and follows a pace that changes by more
+than 30%."""
 
 import random
 

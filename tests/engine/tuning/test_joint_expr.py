@@ -1,4 +1,4 @@
-"""The joint stage on an expression op that is a contraction (``joint``, issue #47): its layout
+"""The joint stage on an expression op that is a contraction (``joint``): its layout
 space blocks the op's output along one dim, and a tiny joint tuning scores such a layout, tunes
 its loops, and leaves a program that still computes the op."""
 
