@@ -25,7 +25,7 @@ from .network_contenders import (max_error, network_inputs, onnx_export, ours_pe
                                   torch_timer, tvm_metaschedule_timer, vm_timer)
 from .streaming import STREAMING, weight_streaming
 from .suite import Sidecar, call_timer, machine_name
-from .tables import fmt, geomean, write_tables
+from .tables import fmt, write_tables
 from workbench.engine.base.interleave import ROUNDS, Timer, remeasure
 from workbench.engine.build.targets import target_cores
 

@@ -8,12 +8,10 @@ CPU, and what they tell of themselves (per-node profiles, peak memory).
 - ``torch.compile``: inductor with freezing and the options of ``max-autotune-no-cudagraphs``
   (``library.COMPILE_MODE``), channels-last for a CNN, under ``no_grad``.
 
-The ``*_timer`` makers run in the bench's timing sidecar (``library.Sidecar``), which hands back
-a timer's ``label`` only: their label is the output's largest absolute error against PyTorch's
-(``want``: one array, or a list of them for a network of several outputs, over which the largest
-error is taken), which the bench reads back with ``label_error``. ``x``: the input, or a tuple of
-them in the network's order (fed by the session's input names in order). ``profiles`` and ``onnxruntime_peak_mb``
-run in a process of their own (``in_fresh_process``), away from the bench's TVM.
+The ``*_timer`` makers run in the timing sidecar (``library.Sidecar``), which hands back a
+timer's ``label`` only: the outputs' largest absolute error against ``want`` (one array or a list),
+read back with ``label_error``; ``x`` is the input or a tuple of them in the network's order.
+``profiles`` and ``onnxruntime_peak_mb`` run in a process of their own (``in_fresh_process``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A training step of a model of expression ops, as one graph of expression ops (#47, NeoFlow):
+"""A training step of a model of expression ops, as one graph of expression ops (after NeoFlow):
 the forward ops, a mean-squared-error loss against one ``target_<output>`` input per output, the
 backward pass (``ir.expr.backward_graph``) and an SGD update ``new_<p> = p - lr * grad_<p>`` of
 every parameter. The step's inputs are the batch, the targets and the parameters; its outputs

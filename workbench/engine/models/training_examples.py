@@ -1,4 +1,4 @@
-"""The training examples of #47 (NeoFlow's evaluation), each an ``.expr`` model in ``examples/``
+"""The training examples (from NeoFlow's evaluation), each an ``.expr`` model in ``examples/``
 with a PyTorch twin computing the same outputs from the same values:
 
 - ``lltm``: the LLTM cell of PyTorch's C++-extension tutorial (``examples/lltm_cell.expr``);

@@ -20,7 +20,7 @@ __all__ = ["NestView", "nest_view", "cache_profile", "state_counters"]
 class NestView:
     """A kernel's blocks (in order), the loops around each (outermost first), its TVMScript,
     block -> loop -> name, the layout dims a loop runs over (``loopdims``; not every loop has one),
-    and the buffers each block writes (name, shape; ``loops.block_writes``)."""
+    and the buffers each block writes (name, shape; ``loops.nest.block_writes``)."""
 
     kernel: str
     blocks: tuple[str, ...]

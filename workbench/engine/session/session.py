@@ -1,7 +1,7 @@
 """Sessions: the user's whole piece of work on one model and one target, as an ordered,
 replayable log of steps (``workbench.engine.base.step.Step``), the single source of truth:
-layouts, kernels and schedules are derived by replaying it into a ``State``. The file format is
-in ``docs/session-format.md``. Steps:
+layouts, kernels and schedules are derived by replaying it into a ``State`` (format:
+``docs/session-format.md``). Steps:
 
 - ``layout`` / ``preset``: a layout primitive (or a preset of them) on a tensor or input view;
 - ``loop``: a loop primitive on a kernel (named after the op that heads it);
@@ -11,8 +11,7 @@ in ``docs/session-format.md``. Steps:
 Every other kernel's schedule is ``policy``'s; a saved session pins it (``Session.pins``), so a
 replay after a heuristic change builds the same kernels (version 1 files, without pins, are
 pinned at their next save). A ``State`` is a value: ``state.push(step)`` returns a new state
-(one step applied on top of the kernel's current schedule, nothing replayed), and
-``replay(session)`` applies every step once.
+(one step applied on the kernel's current schedule), and ``replay(session)`` applies each step once.
 """
 
 from __future__ import annotations
