@@ -21,7 +21,7 @@ import numpy as np
 from workbench.engine.base.interleave import ROUNDS, Timer, call_timer, remeasure
 from workbench.engine.build.program import make_program
 from workbench.engine.build.training import CompiledStep, compile_step
-from workbench.engine.models.training_examples import EXAMPLES, example_step, initial_values, torch_trainer
+from workbench.engine.models.training_examples import ALL_EXAMPLES, example_step, initial_values, torch_trainer
 from workbench.engine.schedules.policy import scheduled_funcs
 from .suite import machine_name
 from .tables import write_tables
@@ -29,7 +29,7 @@ from .tables import write_tables
 __all__ = ["CONTENDERS", "COLUMNS", "EXAMPLE_NAMES", "STEPS", "TOLERANCE", "ours", "training_timers",
            "run_training_bench"]
 
-EXAMPLE_NAMES = tuple(EXAMPLES)
+EXAMPLE_NAMES = tuple(ALL_EXAMPLES)
 CONTENDERS = ("ours", "torch", "torch_compile")
 COLUMNS = ("model", "ours_ms", "torch_ms", "torch_compile_ms", "speedup_vs_torch", "speedup_vs_torch_compile",
            "max_loss_error", "verified", "noisy", "rounds")

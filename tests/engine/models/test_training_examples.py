@@ -7,19 +7,20 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.engine.models.training_examples import (EXAMPLES, example_graph, example_step, initial_values,
-                                                       torch_trainer)
+from workbench.engine.models.training_examples import (ALL_EXAMPLES, EXAMPLES, example_graph, example_step,
+                                                       initial_values, torch_trainer)
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
+@pytest.mark.parametrize("name", sorted(ALL_EXAMPLES))  # the benchmark's large ones too
 def test_the_model_matches_its_pytorch_twin(name):
     g = example_graph(name)
     values = g.random_inputs(seed=5)
     got = g.reference(values)
-    outs = EXAMPLES[name].twin({t: torch.tensor(values[t]) for t in g.inputs})
+    outs = ALL_EXAMPLES[name].twin({t: torch.tensor(values[t]) for t in g.inputs})
     assert len(outs) == len(g.outputs)
     for o, want in zip(g.outputs, outs):
-        np.testing.assert_allclose(got[o], want.numpy(), rtol=1e-4, atol=1e-5, err_msg=o)
+        scale = max(1.0, float(np.abs(want.numpy()).max()))  # float32 sums over the larger models
+        np.testing.assert_allclose(got[o], want.numpy(), rtol=1e-4, atol=1e-5 * scale, err_msg=o)
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from ..ir.expr import expr_graph, read_expr
 from ..ir.graph import Graph
 from .training import TrainingStep, training_step
 
-__all__ = ["EXAMPLES", "EXAMPLES_DIR", "Example", "example_graph", "example_step", "initial_values",
+__all__ = ["EXAMPLES", "LARGE", "ALL_EXAMPLES", "EXAMPLES_DIR", "Example", "example_graph", "example_step", "initial_values",
            "torch_trainer"]
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
@@ -64,17 +64,21 @@ class Example:
 
 EXAMPLES = {e.name: e for e in (Example("lltm", "lltm_cell.expr", ("W", "b"), 0.5, _lltm),
                                 Example("capsnet", "capsnet.expr", ("w1", "w2"), 0.5, _capsnet))}
+#: the same models at sizes where the arithmetic decides, not per-op overhead (the benchmark's)
+LARGE = {e.name: e for e in (Example("lltm_large", "lltm_cell_large.expr", ("W", "b"), 0.1, _lltm),
+                             Example("capsnet_large", "capsnet_large.expr", ("w1", "w2"), 0.1, _capsnet))}
+ALL_EXAMPLES = {**EXAMPLES, **LARGE}
 
 
 def example_graph(name: str) -> Graph:
     """The example's model, read from its ``.expr`` file."""
-    e = EXAMPLES[name]
+    e = ALL_EXAMPLES[name]
     return expr_graph(read_expr((EXAMPLES_DIR / e.file).read_text(), e.file), e.name)
 
 
 def example_step(name: str) -> TrainingStep:
     """The example's SGD training step."""
-    e = EXAMPLES[name]
+    e = ALL_EXAMPLES[name]
     return training_step(example_graph(name), e.params, e.lr)
 
 
@@ -93,7 +97,7 @@ def torch_trainer(name: str, step: TrainingStep, values: Mapping[str, np.ndarray
     """The twin's SGD step on ``values`` (``step``'s inputs): a function running one step
     (forward, mean-squared-error loss, backward, ``torch.optim.SGD`` update) that returns the
     loss, and the parameters it updates in place. ``compiled``: the step under ``torch.compile``."""
-    e = EXAMPLES[name]
+    e = ALL_EXAMPLES[name]
     data = {t: torch.tensor(np.asarray(values[t], np.float32)) for t in (*step.batch, *step.targets)}
     params = {p: torch.tensor(np.asarray(values[p], np.float32), requires_grad=True) for p in step.params}
     opt = torch.optim.SGD(list(params.values()), lr=step.lr)
