@@ -13,7 +13,7 @@ import pytest
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 HEADLINE = json.loads((RESULTS / "headline.json").read_text())
-BENCHMARKS = ("suite", "networks", "conversions")
+BENCHMARKS = ("suite", "networks", "conversions", "training")
 
 
 def _is_nan(text: str) -> bool:
