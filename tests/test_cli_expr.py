@@ -139,3 +139,34 @@ def test_backward_refuses_a_model_that_is_not_expression_ops_and_a_name_it_would
     assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         "error: y.expr: the backward pass names a tensor grad_y, which the graph already has: rename it"]
     assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.slow
+def test_a_training_step_file_imports_replays_and_runs_one_sgd_step_as_pytorch(tmp_path):
+    """``train w, b lr 0.5``: the session is the SGD step; ``run`` of its network.so gives the loss
+    and the updated parameters of one ``torch.optim.SGD`` step."""
+    import torch
+
+    model = tmp_path / "lin.expr"
+    model.write_text("input x[6, 5]\ninput w[4, 5]\ninput b[4]\ntrain w, b lr 0.5\n"
+                     "lin: out[n, k] += x[n, c] * w[k, c]\ny: out[n, k] = tanh(lin[n, k] + b[k])\n")
+    session = tmp_path / "lin.json"
+    res = run("import", str(model), "--out", str(session))
+    assert res.returncode == 0, res.stderr
+    assert "outputs: loss=(1,), new_w=(4, 5), new_b=(4,)" in res.stdout
+    rep = run("replay", str(session), "--out", str(tmp_path / "replay"))
+    assert rep.returncode == 0, rep.stderr
+
+    rng = np.random.default_rng(5)
+    values = {"x": rng.uniform(-1, 1, (6, 5)), "w": rng.uniform(-1, 1, (4, 5)), "b": rng.uniform(-1, 1, (4,)),
+              "target_y": rng.uniform(-1, 1, (6, 4))}
+    got = run_on(tmp_path, values)
+    w, b = (torch.tensor(values[k].astype("float32"), requires_grad=True) for k in ("w", "b"))
+    x, target = (torch.tensor(values[k].astype("float32")) for k in ("x", "target_y"))
+    opt = torch.optim.SGD([w, b], lr=0.5)
+    loss = torch.nn.functional.mse_loss(torch.tanh(x @ w.T + b), target)
+    loss.backward()
+    opt.step()
+    np.testing.assert_allclose(got["loss"], [loss.item()], rtol=1e-5)
+    np.testing.assert_allclose(got["new_w"], w.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["new_b"], b.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -54,6 +54,10 @@ BAD = {
     "unused input": ("input a[3]\ninput b[2]\nf: out[i] = a[i]", 0, 0, "input b is read by no op"),
     "no op": ("# nothing\ninput a[3]\n", 0, 0, "defines no op"),
     "reserved": ("input exp[3]", 1, 7, "expected the input's name, got 'exp'"),
+    "train twice": ("input a[3]\ntrain a\ntrain a\nf: out[i] = a[i]", 3, 1, "a second train line"),
+    "train no name": ("input a[3]\ntrain 3\nf: out[i] = a[i]", 2, 7, "expected a parameter's name after train"),
+    "train bad lr": ("input a[3]\ntrain a lr 0\nf: out[i] = a[i]", 2, 12, "expected a positive learning rate"),
+    "train tail": ("input a[3]\ntrain a b\nf: out[i] = a[i]", 2, 9, "expected ',', lr or the end of the train line"),
 }
 
 
@@ -87,3 +91,30 @@ def test_an_expr_file_imports_as_a_file_model_pinned_by_its_hash(tmp_path):
         input_shapes(path, {"w": [5, 3, 3, 3]})
     with pytest.raises(GraphError, match="unknown input 'x'"):
         import_file(path, {"x": [1]})
+
+
+def test_a_train_line_names_the_parameters_and_the_learning_rate():
+    src = read_expr("input x[2, 3]\ninput w[4, 3]\ntrain w lr 0.25\ny: out[n, k] += x[n, c] * w[k, c]\n")
+    assert (src.train, src.lr) == (("w",), 0.25) and [o.name for o in src.ops] == ["y"]
+    assert (read_expr("input w[3]\ntrain w\ny: out[i] = w[i]").lr, read_expr(GOOD).train) == (0.1, ())
+
+
+def test_a_file_with_a_train_line_imports_as_its_training_step(tmp_path):
+    """Forward, loss, backward and update in one graph; one step's loss and update match PyTorch's SGD."""
+    import torch
+
+    path = tmp_path / "lin.expr"
+    path.write_text("input x[5, 3]\ninput w[4, 3]\ntrain w lr 0.5\ny: out[n, k] += x[n, c] * w[k, c]\n")
+    g = import_file(path)
+    assert g.outputs == ("loss", "new_w") and set(g.inputs) == {"x", "w", "target_y"}
+    values = g.random_inputs(3)
+    got = g.reference(values)
+    w = torch.tensor(values["w"], requires_grad=True)
+    loss = torch.nn.functional.mse_loss(torch.tensor(values["x"]) @ w.T, torch.tensor(values["target_y"]))
+    loss.backward()
+    np.testing.assert_allclose(got["loss"][0], loss.item(), rtol=1e-5)
+    np.testing.assert_allclose(got["new_w"], (w - 0.5 * w.grad).detach().numpy(), rtol=1e-5, atol=1e-6)
+    bad = tmp_path / "bad.expr"
+    bad.write_text("input x[5, 3]\ninput w[4, 3]\ntrain v\ny: out[n, k] += x[n, c] * w[k, c]\n")
+    with pytest.raises(GraphError, match="bad.expr: .*v"):
+        import_file(bad)

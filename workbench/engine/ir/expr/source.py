@@ -45,6 +45,9 @@ class ExprFile:
 
     inputs: Mapping[str, tuple[int, ...]]
     ops: tuple[OpLine, ...]
+    #: a ``train P1, P2 [lr X]`` line: the inputs an SGD training step learns (empty: a model only)
+    train: tuple[str, ...] = ()
+    lr: float = 0.1
 
 
 def read_expr(text: str | bytes, what: str = "the file") -> ExprFile:
@@ -57,12 +60,18 @@ def read_expr(text: str | bytes, what: str = "the file") -> ExprFile:
     inputs: dict[str, tuple[int, ...]] = {}
     ops: list[OpLine] = []
     names: set[str] = set()
+    train: tuple[tuple[str, ...], float] | None = None
     for n, raw in enumerate(text.splitlines(), 1):
         body = raw.split("#", 1)[0]
         if not body.strip():
             continue
         try:
             toks = tokenize(body)
+            if toks[0].text == "train" and toks[1].text not in (":", "["):  # an op may be named train
+                if train is not None:
+                    raise ExprError("a second train line (one names every parameter)", toks[0].column)
+                train = _train_line(toks)
+                continue
             if toks[0].text == "input" and toks[1].kind == "name":
                 name, shape, end = _declaration(toks, 1, "input")
                 if toks[end].kind != "end":
@@ -83,7 +92,29 @@ def read_expr(text: str | bytes, what: str = "the file") -> ExprFile:
             raise ExprError(f"{what}: {e.reason}", e.column, n) from None
     if not ops:
         raise ExprError(f"{what} defines no op (a line NAME: out[i, ...] = ...)")
-    return ExprFile(inputs, tuple(ops))
+    return ExprFile(inputs, tuple(ops)) if train is None else ExprFile(inputs, tuple(ops), *train)
+
+
+def _train_line(toks: list[Token]) -> tuple[tuple[str, ...], float]:
+    """``train P1, P2, ... [lr X]``: the parameters and the learning rate (0.1 when not given)."""
+    params, k = [], 1
+    while True:
+        tok = toks[k]
+        if tok.kind != "name" or tok.text in KEYWORDS or tok.text == "lr":
+            raise ExprError(f"expected a parameter's name after train, got {tok.describe()}", tok.column)
+        params.append(tok.text)
+        if toks[k + 1].text != ",":
+            break
+        k += 2
+    lr, end = 0.1, toks[k + 1]
+    if end.text == "lr":
+        value = toks[k + 2]
+        if value.kind not in ("int", "float") or float(value.text) <= 0:
+            raise ExprError(f"expected a positive learning rate after lr, got {value.describe()}", value.column)
+        lr, end = float(value.text), toks[k + 3]
+    if end.kind != "end":
+        raise ExprError(f"expected ',', lr or the end of the train line, got {end.describe()}", end.column)
+    return tuple(params), lr
 
 
 def _declaration(toks: list[Token], at: int, what: str) -> tuple[str, tuple[int, ...] | None, int]:

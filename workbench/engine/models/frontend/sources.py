@@ -167,6 +167,12 @@ def import_file(path: str | Path, inputs: Shapes | None = None, name: str | None
     if suffix == ".expr":  # expression ops (engine.expr): no framework, no Relax
         forward = {k: v for k, v in shapes.items() if k in program.inputs}
         graph = expr_graph(program, name, f"Expression ops from {path.name}.", forward, path.name)
+        if program.train:  # the file asks for its SGD training step (forward, loss, backward, update)
+            from ..training import training_step
+            try:
+                return training_step(graph, program.train, program.lr).graph
+            except GraphError as e:
+                raise GraphError(f"{path.name}: {e}") from None
         if len(forward) == len(shapes):
             return graph
         try:
