@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench import __main__ as cli
+from workbench import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ROOT / "tests" / "data" / "bad_sessions"

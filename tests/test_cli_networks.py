@@ -3,7 +3,7 @@ benchmark itself stubbed (it is tested in tests/bench/test_suite.py)."""
 
 from __future__ import annotations
 
-import workbench.__main__ as cli
+from workbench import cli
 from workbench.bench import networks as netbench
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench import __main__ as cli
+from workbench import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 # a small, valid base to mutate: replays in a second or two when a mutation leaves it valid

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.cli import exit_with, main, parser  # noqa: F401 (main, parser: callers import them from here too)
+from workbench.cli import exit_with, main
 
 if __name__ == "__main__":
     exit_with(main())

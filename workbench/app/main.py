@@ -85,6 +85,7 @@ st.html("""<style>
 from workbench.engine.models import zoo  # noqa: E402
 from workbench.engine.build.targets import cpu_name, resolve_target  # noqa: E402
 from workbench.engine.base.words import plural  # noqa: E402
+from workbench.app import messages  # noqa: E402
 from workbench.app import state as _state  # noqa: E402
 
 _state.init()
@@ -151,9 +152,9 @@ PAGES = [
 nav = st.navigation(PAGES)
 _state.keep_widgets(nav.url_path)
 try:
-    with _state.guard("the sidebar"):
+    with messages.guard("the sidebar"):
         sidebar()
-    with _state.guard(f"the {nav.title} page"):
+    with messages.guard(f"the {nav.title} page"):
         nav.run()
 finally:  # also when the page ends in st.rerun: e.g. a job it started
     _state.autosave()

@@ -33,7 +33,7 @@ from workbench.engine.base.step import Step
 from workbench.engine.tuning.jobs.worker import Job, JobQueue
 from workbench.engine.base.words import plural
 from workbench.engine.session.workspace import load_workspace, new_workspace_id, save_workspace
-from workbench.app.messages import failure, guard  # noqa: F401 - guard: the entry script's, as state.guard
+from workbench.app.messages import failure
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS_DIR = Path(os.environ.get("ALT_WORKBENCH_SESSIONS", ROOT / "sessions"))

@@ -21,7 +21,10 @@ from typing import Any, Callable
 import numpy as np
 import tvm
 
-from .suite import call_timer, machine_name, write_tables
+from workbench.engine.base.interleave import call_timer
+
+from .suite import machine_name
+from .tables import write_tables
 from workbench.engine.layout.book import LayoutBook
 from workbench.engine.measure.ceilings import cache_info, get_ceilings, stream_copy
 from workbench.engine.build import codegen

@@ -24,9 +24,11 @@ import numpy as np
 from .network_contenders import (max_error, network_inputs, onnx_export, ours_per_task, relax_module, torch_outputs,
                                   torch_timer, tvm_metaschedule_timer, vm_timer)
 from .streaming import STREAMING, weight_streaming
-from .suite import Sidecar, call_timer, machine_name
+from workbench.engine.measure.library import Sidecar
+
+from .suite import machine_name
 from .tables import fmt, write_tables
-from workbench.engine.base.interleave import ROUNDS, Timer, remeasure
+from workbench.engine.base.interleave import ROUNDS, Timer, call_timer, remeasure
 from workbench.engine.build.targets import target_cores
 
 if TYPE_CHECKING:

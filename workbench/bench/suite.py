@@ -29,7 +29,7 @@ import numpy as np
 import tvm
 
 from workbench.engine.ir.graph import Graph, GraphBuilder
-from workbench.engine.base.interleave import ROUNDS, Remeasured, Timer, call_timer, remeasure  # noqa: F401 (call_timer: for networks.py, conversions.py)
+from workbench.engine.base.interleave import ROUNDS, Remeasured, Timer, call_timer, remeasure  # noqa: F401 (call_timer: the results scripts import it from here)
 from workbench.engine.layout.book import LayoutBook
 from workbench.engine.layout.keys import apply_actions
 from workbench.engine.measure.library import LABELS, LIBRARIES, Sidecar, fastest, library_timers

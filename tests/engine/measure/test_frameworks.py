@@ -10,7 +10,8 @@ import pytest
 
 from tests.engine.session import timer_makers
 from workbench.engine.base.errors import BuildError
-from workbench.engine.measure.frameworks import new_sidecar, relative_error
+from workbench.engine.measure.frameworks import relative_error
+from workbench.engine.measure.library import Sidecar
 
 
 def test_the_error_is_the_largest_over_outputs_each_relative_to_its_reference():
@@ -32,7 +33,7 @@ def test_the_sidecar_does_not_run_the_apps_script_again(tmp_path, monkeypatch):
     app = types.ModuleType("__main__")
     app.__file__ = str(script)
     monkeypatch.setitem(sys.modules, "__main__", app)
-    with new_sidecar() as side:
+    with Sidecar() as side:
         assert sys.modules["__main__"] is app
         side.timer(timer_makers.pid_timer, str(tmp_path / "pid"))
     assert int((tmp_path / "pid").read_text()) != os.getpid() and not (tmp_path / "ran").exists()

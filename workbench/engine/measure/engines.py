@@ -227,4 +227,6 @@ def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(fn, *args).result()
+        with spawnable_main():  # the worker starts on the first submit
+            future = pool.submit(fn, *args)
+        return future.result()

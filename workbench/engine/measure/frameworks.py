@@ -12,9 +12,7 @@ to the reference's largest magnitude (``relative_error``), read back with
 
 from __future__ import annotations
 
-import sys
 import tempfile
-import types
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -23,31 +21,13 @@ import numpy as np
 
 from ..base.errors import BuildError
 from ..base.interleave import Timer, call_timer
-from .library import Sidecar
 
-__all__ = ["SAMPLE_MS", "new_sidecar", "relative_error", "torch_eager_timer", "onnxruntime_timer", "exported_onnxruntime_timer"]
+__all__ = ["SAMPLE_MS", "relative_error", "torch_eager_timer", "onnxruntime_timer", "exported_onnxruntime_timer"]
 
 #: one timing sample of the network or a framework repeats its call for about this long, in ms
 SAMPLE_MS = 20.0
 
 Arrays = Mapping[str, np.ndarray]  # tensor name -> value, in the graph's order
-
-
-def new_sidecar() -> Sidecar:
-    """A ``library.Sidecar`` whose process does not run this one's main script again. Streamlit
-    runs the app's script as a ``__main__`` module with a file and no spec, which a spawned process
-    runs again (as ``__mp_main__``) before it serves: the whole app, TVM included. While the
-    process starts, ``__main__`` is a bare module; the makers it runs live in importable modules."""
-    main = sys.modules.get("__main__")
-    if main is None or getattr(main, "__spec__", None) is not None or not getattr(main, "__file__", None):
-        return Sidecar()
-    bare = types.ModuleType("__main__")
-    sys.modules["__main__"] = bare
-    try:
-        return Sidecar()
-    finally:
-        if sys.modules.get("__main__") is bare:  # another script run may have set its own since
-            sys.modules["__main__"] = main
 
 
 def relative_error(got: Sequence[Any], want: Arrays) -> float:

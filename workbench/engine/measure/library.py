@@ -16,8 +16,11 @@ its reason, and the run goes on. ``fastest`` picks the library figure from the r
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import types
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import numpy as np
 
@@ -160,6 +163,24 @@ class _Remote:
         return self.sidecar._ask(("sample", self.key))
 
 
+@contextlib.contextmanager
+def spawnable_main() -> Iterator[None]:
+    """While a process is spawned, ``__main__`` is a bare module if it is a script with no spec:
+    Streamlit runs the app's page that way, and a spawned child would run it again (as
+    ``__mp_main__``: the whole app, TVM included) before doing its work."""
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None or not getattr(main, "__file__", None):
+        yield
+        return
+    bare = types.ModuleType("__main__")
+    sys.modules["__main__"] = bare
+    try:
+        yield
+    finally:
+        if sys.modules.get("__main__") is bare:  # another script run may have set its own since
+            sys.modules["__main__"] = main
+
+
 class Sidecar:
     """PyTorch and NumPy timed in a process of their own, started before this process runs any
     TVM kernel or tuning: in a process where MetaSchedule had tuned, the thread pools of TVM,
@@ -172,7 +193,8 @@ class Sidecar:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_sidecar_main, args=(child,), daemon=True)
-        self._proc.start()
+        with spawnable_main():
+            self._proc.start()
         self._n = 0
 
     def _ask(self, msg: tuple) -> Any:

@@ -26,7 +26,7 @@ from ..base.errors import BuildError, first_line
 from ..base.interleave import ROUNDS, Timer, call_timer, remeasure
 from ..build.relaxnet import build_network
 from ..measure.engines import label_error
-from ..measure.frameworks import (SAMPLE_MS, exported_onnxruntime_timer, new_sidecar, onnxruntime_timer,
+from ..measure.frameworks import (SAMPLE_MS, exported_onnxruntime_timer, onnxruntime_timer,
                                   relative_error, torch_eager_timer)
 from ..measure.library import Sidecar
 from .session import State
@@ -218,7 +218,7 @@ def _timed(ours: Timer, specs: Sequence[Spec], say: Callable[[str], None]) -> tu
             say(f"making {name} in a process of its own, checking it against the reference")
             try:
                 if ended or not sidecars:
-                    sidecars.append(new_sidecar())
+                    sidecars.append(Sidecar())
                     ended = False
                 timer = sidecars[-1].timer(make, *args)
                 if timer is None:
