@@ -25,6 +25,7 @@ import numpy as np
 
 from .byop import OnnxNode, engine_to_onnx, ort_node_times
 from ..base.interleave import Timer, call_timer
+from .library import spawnable_main
 
 __all__ = ["ort_session", "onnxruntime_timer", "openvino_model", "openvino_timer", "torch_compile_timer",
            "label_error", "onnx_nodes", "profiles", "onnxruntime_peak_mb", "in_fresh_process"]
