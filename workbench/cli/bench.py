@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "runs): ours,torch,torch_compile,openvino,onnxruntime,tvm_untuned,"
                                         "tvm_metaschedule (all by default)")
     b.add_argument("--search", choices=["model", "random"], default="model")
+    b.add_argument("--cold", action="store_true", help="with --suite networks: our tuning times candidates with "
+                   "their weights flushed from the caches, as in a network (tune --cold)")
     b.add_argument("--target")
     b.add_argument("--search-study", type=int, metavar="BUDGET",
                    help="instead: the joint stage alone, cost-model-guided vs random search, at this budget")
@@ -163,7 +165,7 @@ def _bench_networks(a: argparse.Namespace) -> int:
         bar.update(1)
 
     rows = netbench.run_network_bench(names, budgets, out, parse_target(a.target) or dict(DEFAULT_TARGET), on_step=step,
-                                      contenders=contenders)
+                                      contenders=contenders, tune={"cold": a.cold})
     bar.close()
     print((out / "networks.md").read_text())
     errors = [f"{r['network']} {k[:-6]}: {v}" for r in rows for k, v in r.items() if k.endswith("_error")]

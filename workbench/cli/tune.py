@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--keep-tuned", action="store_true",
                    help="keep the tuned network without timing it against its seeds and its start")
     t.add_argument("--search", choices=["model", "random"], default="model")
+    t.add_argument("--cold", action="store_true", help="time candidates with all but their first argument (their "
+                   "weights) flushed from the CPU caches, one call a time, as inside a network")
     t.add_argument("--work-dir", help="MetaSchedule databases and progress (default work/tune/NAME)")
     t.add_argument("--out", help="tuned session file (default SESSION_tuned.json)")
     t.add_argument("--profile", action="store_true",
@@ -55,7 +57,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     work.mkdir(parents=True, exist_ok=True)
     progress = work / "progress.jsonl"
     options = TuneOptions(rpc=rpc, progress_path=progress, joint_fraction=a.joint_fraction, search=a.search,
-                          keep_faster=not a.keep_tuned)
+                          keep_faster=not a.keep_tuned, cold=a.cold)
     if a.stage == "joint":  # the plan: each group of equal kernels, its share and the layouts it can score
         for share in stages.joint_shares(replay(session), a.budget, options):
             print(f"{share.op:>28}: {share.budget} measurements, {share.candidates} of {share.space} layout "

@@ -19,7 +19,7 @@ from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 from workbench.engine.build.targets import DEFAULT_TARGET, target_from
 from .conftest import matmul
 from workbench.engine.tuning import runner as runner_mod
-from workbench.engine.tuning.runner import EVALUATOR, InProcessRunner
+from workbench.engine.tuning.runner import COLD_EVALUATOR, EVALUATOR, InProcessRunner, Measurers
 from workbench.engine.tuning.startup import import_tensor_intrinsics
 
 
@@ -64,6 +64,19 @@ def test_a_new_task_forgets_the_best(kernels):
     assert runner.best is None
     slow = _run(runner, kernels, 384)  # the new task's first candidate: fully timed
     assert len(slow) == EVALUATOR.repeat
+
+
+def test_a_cold_tuning_times_each_candidate_call_by_call_on_flushed_caches(kernels):
+    with Measurers() as measurers:
+        _, warm = measurers.pair(None, False, 10.0)
+        _, cold = measurers.pair(None, False, 10.0, cold=True)
+    assert not warm.config.enable_cpu_cache_flush
+    assert cold.config.enable_cpu_cache_flush and cold.config.number == 1 and cold.config.min_repeat_ms == 0
+    runner = InProcessRunner(COLD_EVALUATOR, {})
+    for n in (32, 384):  # each through TVM's evaluator with its cache-flushing preprocessor
+        runner.start_task()
+        secs = _run(runner, kernels, n)
+        assert len(secs) == COLD_EVALUATOR.repeat and min(secs) > 0
 
 
 def _unrolled_matmul(unroll_i: int, unroll_j: int) -> tvm.IRModule:

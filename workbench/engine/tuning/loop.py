@@ -89,7 +89,8 @@ def tune_loops(tasks: Sequence[TuneTask], target: dict, work_dir: Path, budget: 
             scope.enter_context(children_import_workbench())
             if measurers is None:
                 measurers = scope.enter_context(Measurers())
-            builder, runner = measurers.pair(options.rpc, options.isolated, options.build_timeout_s)
+            builder, runner = measurers.pair(options.rpc, options.isolated, options.build_timeout_s,
+                                             options.cold)
             model = ms.cost_model.XGBModel(num_tuning_cores=int(target["num-cores"]), tree_method="auto",
                                            num_warmup_samples=options.warmup_samples)
             seed = options.seed

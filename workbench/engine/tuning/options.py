@@ -69,6 +69,11 @@ class TuneOptions:
         kernel loses in the network on its expert schedule (``loss_weights``: measured time above
         what the network's best FLOP rate would give; the network is built and timed once first);
         ``flops`` (the default until ``loss`` is shown to win), by FLOPs alone.
+    cold : bool
+        Time each candidate one call at a time with every argument but its first (a kernel's
+        weights, not the activation the kernel before it wrote) flushed from the CPU caches
+        (MetaSchedule's cache flush), as inside a network whose weights outgrow the caches;
+        False: repeated calls on warm caches.
 
     >>> TuneOptions(search="greedy")
     Traceback (most recent call last):
@@ -92,6 +97,7 @@ class TuneOptions:
     settle_fraction: float = 0.25
     keep_faster: bool = True
     split: str = "flops"
+    cold: bool = False
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:

@@ -26,12 +26,20 @@ from .records import short_error
 from .rpc import RpcConfig
 from .startup import import_tensor_intrinsics
 
-__all__ = ["EVALUATOR", "InProcessBuilder", "InProcessRunner", "Measurers", "built_within",
+__all__ = ["EVALUATOR", "COLD_EVALUATOR", "evaluator", "InProcessBuilder", "InProcessRunner", "Measurers", "built_within",
            "builds_left_running"]
 
 #: how every candidate is timed, wherever it runs: three repeats of at least 20 ms each, so a
 #: record's median (``records.latency_ms``) ranks layouts scored by a single measurement
 EVALUATOR = ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=20)
+#: ``TuneOptions(cold=True)``: the caches flushed of all but the first argument before each repeat,
+#: which is then one call (a longer repeat would time warm calls after the first)
+COLD_EVALUATOR = ms.runner.EvaluatorConfig(number=1, repeat=9, min_repeat_ms=0, enable_cpu_cache_flush=True)
+
+
+def evaluator(cold: bool) -> ms.runner.EvaluatorConfig:
+    """How a tuning times its candidates: ``COLD_EVALUATOR`` or ``EVALUATOR``."""
+    return COLD_EVALUATOR if cold else EVALUATOR
 #: a candidate whose first run takes this many times its task's best so far, and longer than one
 #: of the evaluator's repeats (``min_repeat_ms``), is recorded with that run alone: it cannot
 #: become the best, and timing it in full would take much of a tuning's time (measured:
@@ -166,7 +174,7 @@ class Measurers:
         self._built: dict[str, Any] = {}
         self._scratch: Path | None = None
         self._builders: dict[float, ms.builder.LocalBuilder] = {}
-        self._runner: ms.runner.LocalRunner | None = None
+        self._runners: dict[bool, ms.runner.LocalRunner] = {}  # by cold
         self.conversions: dict[int, float] = {}  # conversion kernel's structural hash -> ms (joint.ConversionCosts)
 
     def __enter__(self) -> Measurers:
@@ -175,18 +183,20 @@ class Measurers:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def pair(self, rpc: RpcConfig | None, isolated: bool, build_timeout_s: float) -> tuple[Any, Any]:
+    def pair(self, rpc: RpcConfig | None, isolated: bool, build_timeout_s: float,
+             cold: bool = False) -> tuple[Any, Any]:
         """The builder and runner for a tuning: on ``rpc``'s servers (refused up front when it
-        has none), else isolated in TVM's worker processes, else in this process."""
+        has none), else isolated in TVM's worker processes, else in this process; ``cold``: the
+        runner times on flushed caches (``evaluator``)."""
         if rpc is None and not isolated:
             if self._scratch is None:
                 self._scratch = Path(tempfile.mkdtemp(prefix="alt-wb-build-"))
             return (InProcessBuilder(self._built, self._scratch, float(build_timeout_s)),
-                    InProcessRunner(EVALUATOR, self._built))
+                    InProcessRunner(evaluator(cold), self._built))
         if rpc is not None:
             servers = rpc.check()  # before any worker pool starts
-            return self._local_builder(float(build_timeout_s)), rpc.runner(EVALUATOR, workers=servers)
-        return self._local_builder(float(build_timeout_s)), self._local_runner()
+            return self._local_builder(float(build_timeout_s)), rpc.runner(evaluator(cold), workers=servers)
+        return self._local_builder(float(build_timeout_s)), self._local_runner(cold)
 
     def _local_builder(self, timeout_s: float) -> ms.builder.LocalBuilder:
         # one per timeout: its constructor starts a pool to check itself (seconds)
@@ -195,17 +205,18 @@ class Measurers:
                                                                 initializer=import_tensor_intrinsics)
         return self._builders[timeout_s]
 
-    def _local_runner(self) -> ms.runner.LocalRunner:
+    def _local_runner(self, cold: bool) -> ms.runner.LocalRunner:
         # its worker pool (seconds to start) is kept between tunings
-        if self._runner is None:
-            self._runner = ms.runner.LocalRunner(evaluator_config=EVALUATOR, initializer=import_tensor_intrinsics)
-        return self._runner
+        if cold not in self._runners:
+            self._runners[cold] = ms.runner.LocalRunner(evaluator_config=evaluator(cold),
+                                                        initializer=import_tensor_intrinsics)
+        return self._runners[cold]
 
     def close(self) -> None:
         """End the runner's worker pool and remove the scratch folder (idempotent)."""
-        if self._runner is not None:
-            self._runner.pool.shutdown()
-            self._runner = None
+        for runner in self._runners.values():
+            runner.pool.shutdown()
+        self._runners.clear()
         self._builders.clear()
         self._built.clear()
         if self._scratch is not None:
