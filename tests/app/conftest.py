@@ -10,10 +10,11 @@ from tests.app.apptest import start
 
 @pytest.fixture
 def at(tmp_path, monkeypatch) -> AppTest:
-    from workbench.app import state as _state
+    from workbench.app import paths, state as _state
 
-    monkeypatch.setattr(_state, "SESSIONS_DIR", tmp_path / "sessions")
-    monkeypatch.setattr(_state, "WORK_DIR", tmp_path / "work")
+    for module in (paths, _state):  # the entry script reads paths before it imports state
+        monkeypatch.setattr(module, "SESSIONS_DIR", tmp_path / "sessions")
+        monkeypatch.setattr(module, "WORK_DIR", tmp_path / "work")
     return start()
 
 

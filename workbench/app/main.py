@@ -6,8 +6,8 @@ a workspace id (``?ws=``, kept across page switches) opens that tab's work again
 the sidebar or a page shows as one line, and the tab's work is saved after every run.
 
 ``python -m workbench.app [streamlit flags]`` (``app/serve.py``) serves the app like ``streamlit run`` and imports
-the engine (TVM, PyTorch: seconds) in a thread while the server starts, so the first tab
-does not wait for it; ``streamlit run`` imports it in the first tab's run.
+the engine (TVM, PyTorch: seconds) in a thread while the server starts; ``streamlit run`` imports
+it in the first tab's run. Meanwhile a new tab shows the Graph page as it last drew it (``first_view``).
 """
 
 from __future__ import annotations
@@ -82,12 +82,18 @@ st.html("""<style>
 })();
 </script>""".replace("PLOTLY_CHUNK", _plotly_chunk()), unsafe_allow_javascript=True)
 
+# A new tab on a fresh server: the Graph page as it last drew it, while the engine imports (first_view)
+from workbench.app import first_view  # noqa: E402 - Streamlit alone: nothing of the engine
+
+take_first_view_away = first_view.show()
+
 from workbench.engine.models import zoo  # noqa: E402
 from workbench.engine.build.targets import cpu_name, resolve_target  # noqa: E402
 from workbench.engine.base.words import plural  # noqa: E402
 from workbench.app import messages  # noqa: E402
 from workbench.app import state as _state  # noqa: E402
 
+first_view.ENGINE_READY.set()
 _state.init()
 _state.keep_url()
 
@@ -157,4 +163,6 @@ try:
     with messages.guard(f"the {nav.title} page"):
         nav.run()
 finally:  # also when the page ends in st.rerun: e.g. a job it started
-    _state.autosave()
+    if take_first_view_away is not None:  # the page has drawn it live meanwhile
+        take_first_view_away()
+    _state.end_run()

@@ -16,11 +16,13 @@ def warm_up() -> None:
         from workbench.engine.build.targets import cpu_name, resolve_target
         from workbench.engine.models.zoo import DEFAULT_MODEL
         from workbench.app import state as _state  # noqa: F401
+        from workbench.app.first_view import ENGINE_READY
         from workbench.viz.graph import graph_figure
 
         state = replay(new_session(DEFAULT_MODEL))
         resolve_target(state.session.target), cpu_name()
         graph_figure(state.graph, state.program.plan)
+        ENGINE_READY.set()
     except Exception:  # noqa: BLE001 - see above
         pass
 

@@ -15,7 +15,6 @@ Drawing lives elsewhere: ``messages`` (errors, notes), ``measure_view`` and the 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Collection
 from dataclasses import asdict
@@ -34,10 +33,7 @@ from workbench.engine.tuning.jobs.worker import Job, JobQueue
 from workbench.engine.base.words import plural
 from workbench.engine.session.workspace import load_workspace, new_workspace_id, save_workspace
 from workbench.app.messages import failure
-
-ROOT = Path(__file__).resolve().parents[2]
-SESSIONS_DIR = Path(os.environ.get("ALT_WORKBENCH_SESSIONS", ROOT / "sessions"))
-WORK_DIR = Path(os.environ.get("ALT_WORKBENCH_WORK", ROOT / "work"))
+from workbench.app.paths import ROOT, SESSIONS_DIR, WORK_DIR  # noqa: F401 - the pages' (and tests') names for them
 
 #: results the pages keep in ``st.session_state`` that the workspace file keeps too: the last
 #: measurement, the tab's tuning job (with the session revision it started from, the kernels it
@@ -67,6 +63,7 @@ def init() -> None:
         wid = new_workspace_id()
     data = restored.data if restored else {}
     ss.wid = wid
+    ss.fresh_run = restored is None  # until this first run ends (``fresh_tab``)
     keep_url()
     ss.state = restored.state if restored else replay(new_session(zoo.DEFAULT_MODEL))
     ss.changed = set()       # tensors that took a layout in the last action (graph highlight)
@@ -87,6 +84,17 @@ def init() -> None:
         ss.note = (f"restored this tab's work: session {s.name} ({plural(len(s.steps), 'action')}), "
                    f"{plural(len(ss.variants), 'measured variant')}"
                    + (", the last tuning run" if "tune_job" in ss else ""))
+
+
+def fresh_tab() -> bool:
+    """Whether this is the first run of a tab on a fresh session (what a new tab shows)."""
+    return bool(st.session_state.get("fresh_run"))
+
+
+def end_run() -> None:
+    """After every run: autosave the tab's work; the tab's first run is over."""
+    st.session_state.fresh_run = False
+    autosave()
 
 
 #: the row height (px) of tables with long text cells: above Streamlit's 4rem, its grid wraps a

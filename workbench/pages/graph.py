@@ -9,7 +9,7 @@ import streamlit as st
 
 from workbench.engine.session.graph_panel import backward_ops, op_details, op_modules
 from workbench.engine.base.words import plural
-from workbench.app import messages as _messages, state as _state
+from workbench.app import first_view, messages as _messages, state as _state
 from workbench.app.backward_view import backward_toggle, expression_lines
 from workbench.app.expr_form import expr_form
 from workbench.app.network_view import network_time_section
@@ -28,7 +28,8 @@ PREVIEW_CSS = """<style>
 .st-key-graph_box:has(.js-plotly-plot .scatterlayer .trace) .graph-preview { display: none; }
 </style>"""
 
-st.title("Computational graph")
+TITLE = "Computational graph"
+st.title(TITLE)
 state = _state.state()
 graph, plan = state.graph, state.program.plan
 changed = _state.changed()
@@ -49,10 +50,11 @@ modules = _modules(json.dumps(state.session.model, sort_keys=True), graph) if fo
 block_names = block_labels(found, modules)
 # keyed by model, so that a big model opens with its blocks collapsed whatever the last one had
 FOLD, UNFOLDED = f"graph_blocks:{graph.name}", f"graph_expanded_blocks:{graph.name}"
-st.caption(f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernels), 'kernel')}, "
+CAPTION = (f"**{graph.name}**: {plural(len(ops), 'op')}, {plural(len(plan.kernels), 'kernel')}, "
            f"{plural(len(plan.conversions), 'conversion op')}. "
            "Click an op (or find one) to select it for the other pages; drag to pan, double-click to come back to "
            "this view; **Fit the whole graph** shows all of it.")
+st.caption(CAPTION)
 _messages.show_messages()
 expr_form()  # a new model of expression ops
 
@@ -134,7 +136,10 @@ with st.container(horizontal=True, gap="medium"):
         # the static drawing is of a one-pixel-per-unit view
         if figure.data and not fit and not st.session_state.get("graph_preview_sent"):
             st.session_state.graph_preview_sent = True
-            st.markdown(f'{PREVIEW_CSS}<div class="graph-preview">{figure_svg(figure)}</div>', unsafe_allow_html=True)
+            svg = figure_svg(figure)
+            st.markdown(f'{PREVIEW_CSS}<div class="graph-preview">{svg}</div>', unsafe_allow_html=True)
+            if _state.fresh_tab():  # what the next new tab shows while a fresh server imports the engine
+                first_view.remember(TITLE, CAPTION, svg)
         # Plotly's autoscale and zoom-out shrink the drawing under text that keeps its size: gone, and a
         # double-click comes back to the figure's own view (the fit toggle shows the whole graph)
         st.plotly_chart(figure, key="graph_chart", on_select=_clicked, selection_mode="points", width="stretch",

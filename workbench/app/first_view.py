@@ -1,0 +1,89 @@
+"""A new tab's first view, drawn before the engine is imported: on a fresh server TVM and PyTorch
+take seconds to import, and the tab would stay blank meanwhile.
+
+The Graph page remembers what it drew for a new tab (title, caption, the graph as static SVG) in
+``WORK_DIR/cache/first_view.json``, under a key of the package's source and Streamlit's release;
+the entry script shows it (``show``) while the engine imports, and takes it away (the function
+``show`` returns) once the page has drawn the same things live. Nothing here imports the engine,
+Plotly or pandas: this module is what the entry script runs before them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlparse
+
+import streamlit as st
+
+from workbench.app import paths
+
+__all__ = ["ENGINE_READY", "remember", "show", "view_key"]
+
+#: set once the engine has been imported in this process (by the entry script or the server's
+#: warm-up): the first view is then not needed, the page draws as fast
+ENGINE_READY = threading.Event()
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@lru_cache(maxsize=1)
+def view_key() -> str:
+    """A hash of every module of the package and Streamlit's release: a remembered view is shown
+    only by the code that drew it (computed once per server process)."""
+    h = hashlib.sha1(st.__version__.encode())
+    for path in sorted(PACKAGE.rglob("*.py")):
+        h.update(str(path.relative_to(PACKAGE)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _path() -> Path:
+    return paths.WORK_DIR / "cache" / "first_view.json"
+
+
+def remember(title: str, caption: str, svg: str) -> None:
+    """Keep what the Graph page drew for a new tab (once per key: the file is rewritten only
+    when the code changed). A failure to write is no error: the next tab just waits for the engine."""
+    path = _path()
+    try:
+        if path.exists() and json.loads(path.read_text()).get("key") == view_key():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
+            json.dump({"key": view_key(), "title": title, "caption": caption, "svg": svg}, f)
+        os.replace(f.name, path)
+    except (OSError, ValueError):
+        pass
+
+
+def _wanted() -> bool:
+    """A new tab (no workspace id in its URL) on the Graph page, while the engine still imports."""
+    if ENGINE_READY.is_set() or st.query_params.get("ws"):
+        return False
+    page = urlparse(st.context.url or "").path.strip("/").rsplit("/", 1)[-1]
+    return page in ("", "graph")
+
+
+def show() -> Callable[[], None] | None:
+    """Draw the remembered first view when it applies (see ``_wanted``) and is of this code;
+    returns what takes it away again, or None when nothing was drawn."""
+    if not _wanted():
+        return None
+    try:
+        view = json.loads(_path().read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(view, dict) or view.get("key") != view_key():
+        return None
+    slot = st.empty()
+    with slot.container():
+        st.title(view["title"])
+        st.caption(view["caption"])
+        st.markdown(f'<div class="graph-preview">{view["svg"]}</div>', unsafe_allow_html=True)
+    return slot.empty
