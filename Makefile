@@ -19,6 +19,8 @@ $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	@# the Graph page's view, for a new tab to show while a fresh server imports the engine
+	-$(PY) -m workbench.app.first_view
 	touch $@
 
 # Debian's Chromium for the real-browser test (Playwright cannot download its own browser here).

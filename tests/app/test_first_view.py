@@ -60,3 +60,18 @@ def test_the_entry_script_takes_the_view_away_once_the_page_is_live(remembered):
     app = start()  # the engine is imported: the page draws alone; the view, drawn first, is gone
     assert [t.value for t in app.title] == ["Computational graph"]
     assert sum("graph-preview" in m.value for m in app.markdown) == 1
+
+
+@pytest.mark.slow
+def test_the_install_step_remembers_the_view_and_leaves_nothing_else(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ALT_WORKBENCH_WORK": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "workbench.app.first_view"], cwd=paths.ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "remembered" in done.stdout, done.stdout + done.stderr
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")] == ["cache", "cache/first_view.json"]
+    view = json.loads((tmp_path / "cache" / "first_view.json").read_text())
+    assert view["key"] == first_view.view_key() and view["svg"].startswith("<svg")

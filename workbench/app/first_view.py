@@ -6,6 +6,7 @@ The Graph page remembers what it drew for a new tab (title, caption, the graph a
 the entry script shows it (``show``) while the engine imports, and takes it away (the function
 ``show`` returns) once the page has drawn the same things live. Nothing here imports the engine,
 Plotly or pandas: this module is what the entry script runs before them.
+``python -m workbench.app.first_view`` (``make``'s install step) draws the page once to remember it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import streamlit as st
 
 from workbench.app import paths
 
-__all__ = ["ENGINE_READY", "remember", "show", "view_key"]
+__all__ = ["ENGINE_READY", "prepare", "remember", "show", "view_key"]
 
 #: set once the engine has been imported in this process (by the entry script or the server's
 #: warm-up): the first view is then not needed, the page draws as fast
@@ -50,16 +51,20 @@ def _path() -> Path:
 def remember(title: str, caption: str, svg: str) -> None:
     """Keep what the Graph page drew for a new tab (once per key: the file is rewritten only
     when the code changed). A failure to write is no error: the next tab just waits for the engine."""
-    path = _path()
     try:
-        if path.exists() and json.loads(path.read_text()).get("key") == view_key():
+        if _remembered():
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
-            json.dump({"key": view_key(), "title": title, "caption": caption, "svg": svg}, f)
-        os.replace(f.name, path)
-    except (OSError, ValueError):
+        _store(json.dumps({"key": view_key(), "title": title, "caption": caption, "svg": svg}))
+    except OSError:
         pass
+
+
+def _store(text: str) -> None:
+    path = _path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
+        f.write(text)
+    os.replace(f.name, path)
 
 
 def _wanted() -> bool:
@@ -87,3 +92,35 @@ def show() -> Callable[[], None] | None:
         st.caption(view["caption"])
         st.markdown(f'<div class="graph-preview">{view["svg"]}</div>', unsafe_allow_html=True)
     return slot.empty
+
+
+def prepare() -> bool:
+    """Run the app headless once (Streamlit's ``AppTest``), in a scratch work folder, so that the
+    Graph page remembers its view for this code; keep only that. Returns whether it did. Meant
+    for a process of its own: the app's modules keep the scratch folder."""
+    from streamlit.testing.v1 import AppTest
+
+    if _remembered():
+        return True
+    real = paths.WORK_DIR
+    with tempfile.TemporaryDirectory() as scratch:
+        paths.WORK_DIR = Path(scratch)  # the run's autosaved workspace is a throwaway
+        try:
+            AppTest.from_file(str(Path(__file__).with_name("main.py")), default_timeout=300).run()
+            view = _path().read_text() if _remembered() else None
+        finally:
+            paths.WORK_DIR = real
+    if view is not None:
+        _store(view)
+    return view is not None
+
+
+def _remembered() -> bool:
+    try:
+        return json.loads(_path().read_text()).get("key") == view_key()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+if __name__ == "__main__":
+    print("first view of a new tab:", "remembered" if prepare() else "not remembered (the first tab waits)")
