@@ -25,11 +25,14 @@ import streamlit as st
 
 from workbench.app import paths
 
-__all__ = ["ENGINE_READY", "prepare", "remember", "show", "view_key"]
+__all__ = ["ENGINE_READY", "TAB_STARTED", "prepare", "remember", "show", "view_key"]
 
 #: set once the engine has been imported in this process (by the entry script or the server's
 #: warm-up): the first view is then not needed, the page draws as fast
 ENGINE_READY = threading.Event()
+#: set once a tab's run has drawn its first view (or found it not needed): the server's warm-up
+#: waits for it a moment, so as not to compete with the view
+TAB_STARTED = threading.Event()
 PACKAGE = Path(__file__).resolve().parents[1]
 
 

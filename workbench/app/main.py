@@ -83,9 +83,11 @@ st.html("""<style>
 </script>""".replace("PLOTLY_CHUNK", _plotly_chunk()), unsafe_allow_javascript=True)
 
 # A new tab on a fresh server: the Graph page as it last drew it, while the engine imports (first_view)
-from workbench.app import first_view  # noqa: E402 - Streamlit alone: nothing of the engine
+from workbench.app import first_view, startup  # noqa: E402 - Streamlit alone: nothing of the engine yet
 
 take_first_view_away = first_view.show()
+first_view.TAB_STARTED.set()
+startup.import_engine()
 
 from workbench.engine.models import zoo  # noqa: E402
 from workbench.engine.build.targets import cpu_name, resolve_target  # noqa: E402
@@ -93,7 +95,6 @@ from workbench.engine.base.words import plural  # noqa: E402
 from workbench.app import messages  # noqa: E402
 from workbench.app import state as _state  # noqa: E402
 
-first_view.ENGINE_READY.set()
 _state.init()
 _state.keep_url()
 
