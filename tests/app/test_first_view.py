@@ -37,27 +37,44 @@ def remembered(at, monkeypatch):
     return json.loads((paths.WORK_DIR / "cache" / "first_view.json").read_text())
 
 
+def _run(app: AppTest) -> AppTest:
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
 def test_a_new_tab_shows_the_remembered_view_before_the_engine(remembered):
-    app = AppTest.from_function(_shown).run()
+    app = _run(AppTest.from_function(_shown))
     assert [t.value for t in app.title] == [remembered["title"]]
     assert [c.value for c in app.caption] == [remembered["caption"]]
     assert remembered["svg"] in app.markdown[0].value
 
 
-def test_no_remembered_view_for_a_restored_tab_a_ready_engine_or_other_code(remembered, monkeypatch):
+def test_no_remembered_view_for_a_restored_tab_a_ready_engine_or_other_code(remembered):
     restored = AppTest.from_function(_shown)
     restored.query_params["ws"] = "abc"
-    assert not restored.run().title  # a reload restores its own session: not the fresh one
+    assert not _run(restored).title  # a reload restores its own session: not the fresh one
     path = paths.WORK_DIR / "cache" / "first_view.json"
     path.write_text(json.dumps({**remembered, "key": "other code"}))
-    assert not AppTest.from_function(_shown).run().title
+    assert not _run(AppTest.from_function(_shown)).title
+    path.write_text(json.dumps({"key": remembered["key"]}))  # a broken file: nothing drawn, no error
+    assert not _run(AppTest.from_function(_shown)).title
     path.write_text(json.dumps(remembered))
     first_view.ENGINE_READY.set()
-    assert not AppTest.from_function(_shown).run().title
+    assert not _run(AppTest.from_function(_shown)).title
 
 
-def test_the_entry_script_takes_the_view_away_once_the_page_is_live(remembered):
-    app = start()  # the engine is imported: the page draws alone; the view, drawn first, is gone
+def test_only_the_graph_page_gets_the_view():
+    assert [first_view.page_of(u) for u in ("http://h:8501", "http://h:8501/graph", "http://h/wb/loops")] == \
+        ["", "graph", "loops"]
+
+
+def test_the_graph_page_takes_the_view_s_place(remembered, monkeypatch):
+    drawn = []
+    show = first_view.show
+    monkeypatch.setattr(first_view, "show", lambda: drawn.append(show()) or drawn[-1])
+    app = start()  # the view first (the engine counts as not imported), then the page in its place
+    assert drawn == [True]
     assert [t.value for t in app.title] == ["Computational graph"]
     assert sum("graph-preview" in m.value for m in app.markdown) == 1
 
@@ -75,3 +92,29 @@ def test_the_install_step_remembers_the_view_and_leaves_nothing_else(tmp_path):
     assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")] == ["cache", "cache/first_view.json"]
     view = json.loads((tmp_path / "cache" / "first_view.json").read_text())
     assert view["key"] == first_view.view_key() and view["svg"].startswith("<svg")
+
+
+@pytest.mark.slow
+def test_the_server_s_engine_without_pytorch_at_first_then_with_it():
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import numpy as np
+from workbench.app.startup import import_engine
+import_engine()
+assert "tvm" in sys.modules and "torch" not in sys.modules, "PyTorch was imported with TVM"
+from workbench.engine.session.session import new_session, replay
+state = replay(new_session("r18_stem"))
+values = state.graph.random_inputs(0)
+got = state.scheduled_program().build(state.session.target).run(values)
+want = state.graph.reference(values)
+assert all(np.allclose(got[t], want[t], rtol=1e-4, atol=1e-4) for t in state.graph.outputs)
+import torch, tvm_ffi
+x = torch.randn(3, 5)
+assert np.array_equal(tvm_ffi.from_dlpack(x).numpy(), x.numpy())  # tensors still cross by DLPack
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=paths.ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

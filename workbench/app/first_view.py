@@ -3,8 +3,8 @@ take seconds to import, and the tab would stay blank meanwhile.
 
 The Graph page remembers what it drew for a new tab (title, caption, the graph as static SVG) in
 ``WORK_DIR/cache/first_view.json``, under a key of the package's source and Streamlit's release;
-the entry script shows it (``show``) while the engine imports, and takes it away (the function
-``show`` returns) once the page has drawn the same things live. Nothing here imports the engine,
+the entry script shows it (``show``) while the engine imports, and the page takes it away
+(``take_away``) as it starts to draw the same things live. Nothing here imports the engine,
 Plotly or pandas: this module is what the entry script runs before them.
 ``python -m workbench.app.first_view`` (``make``'s install step) draws the page once to remember it.
 """
@@ -18,14 +18,13 @@ import tempfile
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlparse
 
 import streamlit as st
 
 from workbench.app import paths
 
-__all__ = ["ENGINE_READY", "TAB_STARTED", "prepare", "remember", "show", "view_key"]
+__all__ = ["ENGINE_READY", "TAB_STARTED", "page_of", "prepare", "remember", "show", "take_away", "view_key"]
 
 #: set once the engine has been imported in this process (by the entry script or the server's
 #: warm-up): the first view is then not needed, the page draws as fast
@@ -34,16 +33,18 @@ ENGINE_READY = threading.Event()
 #: waits for it a moment, so as not to compete with the view
 TAB_STARTED = threading.Event()
 PACKAGE = Path(__file__).resolve().parents[1]
+_SLOT = "first_view_slot"  # the tab's drawn view, in st.session_state
 
 
 @lru_cache(maxsize=1)
 def view_key() -> str:
-    """A hash of every module of the package and Streamlit's release: a remembered view is shown
-    only by the code that drew it (computed once per server process)."""
-    h = hashlib.sha1(st.__version__.encode())
-    for path in sorted(PACKAGE.rglob("*.py")):
-        h.update(str(path.relative_to(PACKAGE)).encode())
-        h.update(path.read_bytes())
+    """A hash of every module of the package and of the pinned requirements: a remembered view
+    is shown only by the code (and TVM, Streamlit...) that drew it (computed once per process)."""
+    h = hashlib.sha1()
+    for path in sorted([*PACKAGE.rglob("*.py"), paths.ROOT / "requirements.txt"]):
+        if path.is_file():  # not an editor's dangling lock link
+            h.update(str(path.relative_to(paths.ROOT)).encode())
+            h.update(path.read_bytes())
     return h.hexdigest()
 
 
@@ -66,35 +67,57 @@ def _store(text: str) -> None:
     path = _path()
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
-        f.write(text)
+        try:
+            f.write(text)
+        except OSError:
+            os.unlink(f.name)
+            raise
     os.replace(f.name, path)
+
+
+def page_of(url: str | None) -> str:
+    """The page a URL opens: the last part of its path ("" for the default page).
+
+    >>> page_of("http://localhost:8501/"), page_of("https://host/wb/profile"), page_of(None)
+    ('', 'profile', '')
+    """
+    return urlparse(url or "").path.strip("/").rsplit("/", 1)[-1]
 
 
 def _wanted() -> bool:
     """A new tab (no workspace id in its URL) on the Graph page, while the engine still imports."""
     if ENGINE_READY.is_set() or st.query_params.get("ws"):
         return False
-    page = urlparse(st.context.url or "").path.strip("/").rsplit("/", 1)[-1]
-    return page in ("", "graph")
+    return page_of(st.context.url) in ("", "graph")
 
 
-def show() -> Callable[[], None] | None:
+def show() -> bool:
     """Draw the remembered first view when it applies (see ``_wanted``) and is of this code;
-    returns what takes it away again, or None when nothing was drawn."""
-    if not _wanted():
-        return None
+    ``take_away`` removes it. Any failure here draws nothing: the view only saves waiting."""
     try:
+        if not _wanted():
+            return False
         view = json.loads(_path().read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(view, dict) or view.get("key") != view_key():
-        return None
+        if not isinstance(view, dict) or view.get("key") != view_key():
+            return False
+        title, caption, svg = str(view["title"]), str(view["caption"]), str(view["svg"])
+    except Exception:  # noqa: BLE001 - see above
+        return False
     slot = st.empty()
-    with slot.container():
-        st.title(view["title"])
-        st.caption(view["caption"])
-        st.markdown(f'<div class="graph-preview">{view["svg"]}</div>', unsafe_allow_html=True)
-    return slot.empty
+    with slot.container(key="first_view"):
+        st.title(title)
+        st.caption(caption)
+        st.markdown(f'<div class="graph-preview">{svg}</div>', unsafe_allow_html=True)
+    st.session_state[_SLOT] = slot
+    return True
+
+
+def take_away() -> None:
+    """Remove this tab's first view, if one is drawn: the Graph page does so just before it
+    draws the same things live, so the page takes the view's place."""
+    slot = st.session_state.pop(_SLOT, None)
+    if slot is not None:
+        slot.empty()
 
 
 def prepare() -> bool:

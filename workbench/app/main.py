@@ -85,9 +85,15 @@ st.html("""<style>
 # A new tab on a fresh server: the Graph page as it last drew it, while the engine imports (first_view)
 from workbench.app import first_view, startup  # noqa: E402 - Streamlit alone: nothing of the engine yet
 
-take_first_view_away = first_view.show()
+first_view.show()
 first_view.TAB_STARTED.set()
-startup.import_engine()
+try:
+    startup.import_engine()
+except Exception as e:  # noqa: BLE001 - TVM or PyTorch missing or broken: one line, not a stale view
+    first_view.take_away()
+    st.error(f"The engine could not be imported ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+             "run `make venv` to install what requirements.txt pins, then reload.")
+    st.stop()
 
 from workbench.engine.models import zoo  # noqa: E402
 from workbench.engine.build.targets import cpu_name, resolve_target  # noqa: E402
@@ -164,6 +170,7 @@ try:
     with messages.guard(f"the {nav.title} page"):
         nav.run()
 finally:  # also when the page ends in st.rerun: e.g. a job it started
-    if take_first_view_away is not None:  # the page has drawn it live meanwhile
-        take_first_view_away()
-    _state.end_run()
+    try:
+        first_view.take_away()  # if the page did not (it failed before it drew)
+    finally:
+        _state.end_run()

@@ -60,11 +60,12 @@ LABELS = {"ours": "ours", "torch": "PyTorch eager", "torch_compile": "torch.comp
 
 def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target: dict, xs: tuple[np.ndarray, ...],
           kernels_csv: Path, seeds: Mapping[str, Any] | None = None,
-          tune: Mapping[str, Any] | None = None) -> tuple[Timer, list[np.ndarray]]:
+          cold: bool = False) -> tuple[Timer, list[np.ndarray]]:
     """Tune the network's session (joint stage; ``seeds``: other tuned sessions it must beat, e.g.
-    a smaller budget's; ``tune``: ``TuneOptions`` fields, e.g. ``cold``), build the replayed
-    program, run it on ``xs`` (the graph's inputs, in order); where its time goes, kernel by
-    kernel beside each kernel's tuning figure, is written to ``kernels_csv``. Returns the timer and the outputs, in the graph's order."""
+    a smaller budget's; ``cold``: ``TuneOptions.cold``), build the replayed program, run it on
+    ``xs`` (the graph's inputs, in order); where its time goes, kernel by kernel beside each
+    kernel's tuning figure, is written to ``kernels_csv``. Returns the timer and the outputs, in
+    the graph's order."""
     from workbench.engine.base.errors import BuildError
     from workbench.engine.build.relaxnet import build_network
     from workbench.engine.session.session import new_session, replay, save
@@ -73,9 +74,8 @@ def _ours(name: str, options: Mapping[str, int], budget: int, work: Path, target
     from workbench.engine.tuning.stages import tune_network
 
     session = new_session(name, target=target, **options)
-    result = tune_network(session, "joint", budget, work / "ours", TuneOptions(progress_path=work / "ours_progress.jsonl",
-                                                                          **(tune or {})),
-                          seeds=seeds)
+    tuning = TuneOptions(progress_path=work / "ours_progress.jsonl", cold=cold)
+    result = tune_network(session, "joint", budget, work / "ours", tuning, seeds=seeds)
     save(result.session, work / "ours_session.json")  # to replay, inspect or re-time without tuning again
     (work / "ours_network.json").write_text(json.dumps(result.to_json(), indent=1))
     state = replay(result.session)
@@ -143,15 +143,15 @@ def _work_dir(out_dir: Path, name: str, tag: str) -> Path:
 
 def run_network_bench(names: tuple[str, ...], budget: int | tuple[int, ...], out_dir: Path, target: dict, *,
                       options: Mapping[str, Mapping[str, int]] | None = None, rounds: int = ROUNDS,
-                      contenders: tuple[str, ...] = CONTENDERS, tune: Mapping[str, Any] | None = None,
+                      contenders: tuple[str, ...] = CONTENDERS, cold: bool = False,
                       on_step: Callable[[str], None] | None = None) -> list[dict]:
     """Benchmark each network of ``names`` (see the module docstring; ``options``: a network's
     zoo options, e.g. a shorter sequence); rows as dicts of ``NETWORK_COLUMNS`` plus each
     contender's spread, its error against PyTorch (``*_err``) or why it failed (``*_error``),
     written after each network, ours kernel by kernel in ``NAME_kernels.csv``
     (``write_kernel_times``) and beside the engines op by op in ``NAME_by_op.csv``
-    (``write_by_op``). ``contenders`` picks some of them (PyTorch always runs); ``tune``: our
-    tuning's ``TuneOptions`` fields beyond its progress file.
+    (``write_by_op``). ``contenders`` picks some of them (PyTorch always runs); ``cold``: our
+    tuning times on flushed caches (``TuneOptions.cold``).
 
     Several budgets (ascending) give a row per network and budget (kernel tables
     ``NAME_bBUDGET_kernels.csv``); each budget's tuning gets the smaller budgets' tuned networks as
@@ -167,7 +167,7 @@ def run_network_bench(names: tuple[str, ...], budget: int | tuple[int, ...], out
             for b in budgets:
                 tag = f"_b{b}" if len(budgets) > 1 else ""
                 rows.append(_network_row(name, dict((options or {}).get(name, {})), b, out_dir, target, rounds, say,
-                                         sidecar, threads, contenders, tag, dict(seeds), tune))
+                                         sidecar, threads, contenders, tag, dict(seeds), cold))
                 write_network_results(rows, out_dir)
                 if (tuned := _work_dir(out_dir, name, tag) / "ours_session.json").exists():
                     from workbench.engine.session.session import load
@@ -187,7 +187,7 @@ def _failure(e: Exception) -> str:
 def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict, rounds: int,
                  say: Callable[[str], None], sidecar: Any, threads: int, contenders: tuple[str, ...],
                  tag: str = "", seeds: Mapping[str, Any] | None = None,
-                 tune: Mapping[str, Any] | None = None) -> dict:
+                 cold: bool = False) -> dict:
     from tvm import relax
 
     from workbench.engine.measure import engines
@@ -215,7 +215,7 @@ def _network_row(name: str, opts: dict, budget: int, out_dir: Path, target: dict
         return t, engines.label_error(t.label)
 
     makers: dict[str, Callable[[], tuple[Timer, Any]]] = {
-        "ours": lambda: _ours(name, opts, budget, work, target, xs, kernels_csv, seeds, tune),
+        "ours": lambda: _ours(name, opts, budget, work, target, xs, kernels_csv, seeds, cold),
         "torch_compile": lambda: in_sidecar(engines.torch_compile_timer, name, opts, xs),
         "openvino": lambda: in_sidecar(engines.openvino_timer, exported(), xs),
         "onnxruntime": lambda: in_sidecar(engines.onnxruntime_timer, exported(), xs),

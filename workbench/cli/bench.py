@@ -54,6 +54,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
     if a.suite == "networks":
         return _bench_networks(a)
+    if a.cold:
+        raise WorkbenchError("--cold applies to --suite networks only")
     if a.suite == "conversions":
         return _bench_conversions(a)
     if a.suite == "training":
@@ -165,7 +167,7 @@ def _bench_networks(a: argparse.Namespace) -> int:
         bar.update(1)
 
     rows = netbench.run_network_bench(names, budgets, out, parse_target(a.target) or dict(DEFAULT_TARGET), on_step=step,
-                                      contenders=contenders, tune={"cold": a.cold})
+                                      contenders=contenders, cold=a.cold)
     bar.close()
     print((out / "networks.md").read_text())
     errors = [f"{r['network']} {k[:-6]}: {v}" for r in rows for k, v in r.items() if k.endswith("_error")]

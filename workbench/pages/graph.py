@@ -29,6 +29,7 @@ PREVIEW_CSS = """<style>
 </style>"""
 
 TITLE = "Computational graph"
+first_view.take_away()  # a new tab's first view, drawn while the engine imported: its place is ours
 st.title(TITLE)
 state = _state.state()
 graph, plan = state.graph, state.program.plan

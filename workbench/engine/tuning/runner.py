@@ -26,8 +26,8 @@ from .records import short_error
 from .rpc import RpcConfig
 from .startup import import_tensor_intrinsics
 
-__all__ = ["EVALUATOR", "COLD_EVALUATOR", "evaluator", "InProcessBuilder", "InProcessRunner", "Measurers", "built_within",
-           "builds_left_running"]
+__all__ = ["EVALUATOR", "COLD_EVALUATOR", "evaluator", "InProcessBuilder", "InProcessRunner", "Measurers",
+           "built_within", "builds_left_running"]
 
 #: how every candidate is timed, wherever it runs: three repeats of at least 20 ms each, so a
 #: record's median (``records.latency_ms``) ranks layouts scored by a single measurement
@@ -35,17 +35,19 @@ EVALUATOR = ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=20)
 #: ``TuneOptions(cold=True)``: the caches flushed of all but the first argument before each repeat,
 #: which is then one call (a longer repeat would time warm calls after the first)
 COLD_EVALUATOR = ms.runner.EvaluatorConfig(number=1, repeat=9, min_repeat_ms=0, enable_cpu_cache_flush=True)
-
-
-def evaluator(cold: bool) -> ms.runner.EvaluatorConfig:
-    """How a tuning times its candidates: ``COLD_EVALUATOR`` or ``EVALUATOR``."""
-    return COLD_EVALUATOR if cold else EVALUATOR
 #: a candidate whose first run takes this many times its task's best so far, and longer than one
 #: of the evaluator's repeats (``min_repeat_ms``), is recorded with that run alone: it cannot
 #: become the best, and timing it in full would take much of a tuning's time (measured:
 #: benchmarks/results/2026-11-27-b128-names); a shorter run costs little anyway, and a cold first
 #: call of a microsecond kernel can run 3x its best.
 SLOW = 3.0
+#: ... and longer than this, whatever the evaluator (the cold one has no minimum repeat)
+SLOW_FLOOR_S = EVALUATOR.min_repeat_ms / 1e3
+
+
+def evaluator(cold: bool) -> ms.runner.EvaluatorConfig:
+    """How a tuning times its candidates: ``COLD_EVALUATOR`` or ``EVALUATOR``."""
+    return COLD_EVALUATOR if cold else EVALUATOR
 
 
 #: builds still running after their timeout (``built_within``), until they end
@@ -158,7 +160,7 @@ class InProcessRunner(ms.runner.PyRunner):
         func(*args[0])
         dev.sync()
         first = time.perf_counter() - started
-        if self.best is not None and first > max(SLOW * self.best, self.config.min_repeat_ms / 1e3):
+        if self.best is not None and first > max(SLOW * self.best, SLOW_FLOOR_S):
             return [first]
         costs = lr.default_run_evaluator(rt, dev, self.config, args)
         self.best = min(self.best or math.inf, statistics.median(costs))
