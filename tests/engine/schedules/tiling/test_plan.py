@@ -35,3 +35,20 @@ def test_a_stride_2_conv_shares_each_gathered_vector_among_many_output_channels(
     assert (avx2.rows_loop, avx2.nvec, avx2.rows) == ("i1", 1, 8)
     gemm = plan(analyse(_example(64)[0]), VectorUnit(8, 16, True, "AVX2"), 32768)
     assert gemm.nvec > 1  # contiguous B: several vectors per row, not one shared by many rows
+
+
+def test_a_matrix_vector_product_streams_its_packed_weight_in_few_rows() -> None:
+    """A decode step's GEMV on a packed weight (``nkn``, 16 columns a block): each row of the tile
+    streams its own block of the weight, read once, so the tile keeps at most ``MAX_STREAMS``
+    rows (it took 22 of the 352 blocks before, and ran at a third of the speed). A GEMM whose
+    rows share the weight's vectors keeps its rows."""
+    from workbench.engine.base.step import Step
+    from workbench.engine.schedules.tiling.plan import MAX_STREAMS
+    from workbench.engine.session.session import new_session, replay
+
+    unit = VectorUnit(16, 32, True, "AVX-512")
+    gemv = replay(new_session("gmm", m=1, n=5632, k=2048)).push(Step.make("preset", "gmm", "nkn", m=1, n=16))
+    tile = plan(analyse(gemv.program.funcs["gmm"]), unit, 32768)
+    assert tile.lanes == 16 and tile.rows_loop is not None and 1 < tile.rows <= MAX_STREAMS
+    gemm = replay(new_session("gmm", m=64, n=512, k=256)).push(Step.make("preset", "gmm", "nkn", m=16, n=16))
+    assert plan(analyse(gemm.program.funcs["gmm"]), unit, 32768).rows > MAX_STREAMS

@@ -14,7 +14,7 @@ from ...base.errors import LoopError
 from ...build.targets import VectorUnit
 from .analysis import RUN_CAP, Analysis, vector_reads
 
-__all__ = ["MIN_ACCUMULATORS", "Tile", "gathers", "plan"]
+__all__ = ["MAX_STREAMS", "MIN_ACCUMULATORS", "Tile", "gathers", "plan"]
 
 #: accumulators that cover the FMA latency (2 FMA ports x 4 cycles on Zen 3 and Skylake)
 MIN_ACCUMULATORS = 8
@@ -26,6 +26,10 @@ _MAX_NVEC = 4
 _MAX_TAPS = 7
 #: widest stride (in elements) of a gather whose lanes count as loads of their own
 _NEAR_GATHER = 4
+#: most rows of a tile whose rows each stream their own part of a read used once (a matrix-vector
+#: product's packed weight): such rows share no loads, and each adds a stream from memory; more
+#: than a few streams run far below the copy bandwidth (a decode GEMV: 22 rows 2.7 ms, 4 rows 0.9)
+MAX_STREAMS = 4
 
 
 @dataclass(frozen=True)
@@ -145,11 +149,12 @@ class _Loads:
 
 
 def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: int,
-                   loads: _Loads = _Loads()) -> tuple[int, int, bool]:
+                   loads: _Loads = _Loads(), max_rows: int | None = None) -> tuple[int, int, bool]:
     """(nvec, rows, slides): the most useful FMA work per load that fits the registers (a vector
     wider than the unit's, a whole row, takes ``ceil(lanes / unit.lanes)`` registers). A tile
     whose rows would slide along a reduction loop (``loads.taps > 1``) is weighed against the
-    same rows loading their own vectors: its window of rows may not fit the registers."""
+    same rows loading their own vectors: its window of rows may not fit the registers.
+    ``max_rows`` bounds the rows (``MAX_STREAMS``)."""
     per_block = run // lanes if run < v_ext else math.ceil(v_ext / lanes)
     regs = math.ceil(lanes / unit.lanes)
     best: tuple[float, int, int, bool] = (-1.0, 1, 1, False)
@@ -159,7 +164,7 @@ def _register_tile(unit: VectorUnit, lanes: int, v_ext: int, run: int, u_ext: in
         for nvec in range(1, min(_MAX_NVEC, max(per_block, 1)) + 1):
             if run < v_ext and per_block % nvec:  # vectors of a tile stay inside one layout block
                 continue
-            for rows in range(1, u_ext + 1):
+            for rows in range(1, min(u_ext, max_rows or u_ext) + 1):
                 acc = rows * nvec * regs
                 if acc + way.live(rows, nvec * regs) > unit.registers:
                     break
@@ -198,6 +203,27 @@ def _loads(a: Analysis, vector: str, rows_loop: str | None) -> tuple[_Loads, str
     return _Loads(shared=len(vreads) - len(own), sliding=len(own) if slide else 0,
                   taps=a.extent(slide) if slide else 1, own=0 if slide else len(own),
                   row_broadcasts=per_row, broadcasts=len(broadcast) - per_row, shared_run=shared_run), slide
+
+
+def _streamed(a: Analysis, vector: str, rows_loop: str | None) -> int:
+    """How many vector reads each row of a tile streams on its own: reads that move along the
+    rows and whose every element is read once (``_read_once``)."""
+    if rows_loop is None:
+        return 0
+    loops = [lp.name for lp in a.loops if lp.extent > 1]
+    return sum(1 for r in vector_reads(a, vector) if r.strides.get(rows_loop) and _read_once(a, r.strides, loops))
+
+
+def _read_once(a: Analysis, strides: dict[str, int], loops: list[str]) -> bool:
+    """Whether the loops address every element at most once: their strides, smallest first,
+    each step past all the smaller ones span (a packed weight; not a conv's input, whose
+    ``h`` and ``kh`` read the same rows, nor a read some loop does not move)."""
+    span = 0
+    for stride, extent in sorted((abs(strides.get(name) or 0), a.extent(name)) for name in loops):
+        if stride <= span:
+            return False
+        span += stride * (extent - 1)
+    return True
 
 
 def _inner_reduction(a: Analysis, vector: str, lanes: int, nr: int, l1: int) -> tuple[str | None, int]:
@@ -241,7 +267,9 @@ def plan(a: Analysis, unit: VectorUnit, l1: int) -> Tile:
             r.strides.get(rows_loop) == 0 and 1 < abs(r.strides.get(vector) or 0) <= _NEAR_GATHER
             for r in vector_reads(a, vector))
         loads, slide = _Loads(gather=unit.lanes if shared_gather else 1), None
-    nvec, rows, slides = _register_tile(unit, lanes, v_ext, max(run, lanes), u_ext, loads)
+    streams = _streamed(a, vector, rows_loop)
+    max_rows = max(1, MAX_STREAMS // streams) if streams else u_ext
+    nvec, rows, slides = _register_tile(unit, lanes, v_ext, max(run, lanes), u_ext, loads, max_rows)
     inner, kc = _inner_reduction(a, vector, lanes, nvec * lanes, l1)
     if not slides or slide == inner and kc:
         slide = None  # a blocked inner loop keeps its order
