@@ -85,6 +85,19 @@ def test_heads_and_query_blocks_run_in_parallel_with_every_stage_under_them() ->
     assert list_loops(sch, "attn_qk")[-1].kind == "vectorized"
 
 
+def test_the_scores_read_each_query_block_s_keys_from_a_transposed_copy() -> None:
+    """K is read along the keys (the scores' vector): each query block copies its K head into a
+    buffer stored (..., head dim, keys) under its parallel loop, and the scores read that."""
+    prog = _attention(32, 4, 128, 128, 64)
+    func = prog.funcs["op"]
+    steps = attention_steps(func, "op", HOST)
+    (copy,) = [s.kwargs["block"] for s in steps if s.primitive == "transform_layout"]
+    assert [s.primitive for s in steps if s.kwargs.get("block") == copy] == ["compute_at", "transform_layout"]
+    assert any(s.primitive == "cache_read" and s.kwargs["block"] == "attn_qk" for s in steps)
+    sch = apply_steps(func, steps)
+    assert list_loops(sch, copy)[0].name == list_loops(sch, "op")[0].name  # per query block, in parallel
+
+
 def test_a_decode_step_runs_its_heads_in_parallel_and_its_whole_vectors_of_keys_as_vectors() -> None:
     """129 keys: the 128 of whole vectors partitioned from the last one, and vectorized."""
     prog = _attention(32, 4, 1, 129, 64)

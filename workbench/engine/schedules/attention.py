@@ -102,9 +102,28 @@ def attention_steps(func: tirx.PrimFunc, kernel: str, target: Mapping) -> list[S
     for producer in reversed(ATTENTION_BLOCKS):
         b.do("compute_at", block=producer, target_block=out, loop=row)
     b.do("vectorize", block="attn_prob", loop=b.loops("attn_prob")[-1].name)
-    # 3. the scores: a vector of keys accumulated over the head dim (Q broadcast, K strided)
+    # 3. the scores: a vector of keys accumulated over the head dim (Q broadcast, K read through
+    # a copy per query block that holds its keys contiguous)
+    _transposed_keys(b, out, row, dims=sum(not lp.reduction for lp in list_loops(func, "attn_qk")))
     _score_vectors(b, lanes)
     return b.steps
+
+
+def _transposed_keys(b: KernelStepBuilder, out: str, row: str, dims: int) -> None:
+    """The scores read K (..., keys, head dim) along the keys, the vector: a gather. Copy each
+    query block's K into a buffer stored (..., head dim, keys), under the block's loop, and read
+    that instead (a copy of keys x head dim floats per block, against rows x that in FMAs). Left
+    out where TVM refuses a step (K read through a layout). ``dims``: K's rank (the scores')."""
+    before, steps = b.sch, len(b.steps)
+    blocks = set(list_blocks(b.sch))
+    try:
+        b.do("cache_read", block="attn_qk", read_index=1, scope="local")
+        (copy,) = [blk for blk in list_blocks(b.sch) if blk not in blocks]
+        b.do("compute_at", block=copy, target_block=out, loop=row)
+        b.do("transform_layout", block=copy, write_index=0, factors=[1] * dims,
+             perm=[*range(dims - 2), dims - 1, dims - 2])
+    except (LoopError, ValueError):
+        b.sch, b.steps[steps:] = before, []
 
 
 def _score_vectors(b: KernelStepBuilder, lanes: int) -> None:
